@@ -1,0 +1,43 @@
+# One entry point for building, testing and running srv6pm. See README.md.
+PYTHON ?= python3
+PROTO_OUT := proto/src
+BPF_SRC := node-manager/bpf
+BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
+PACKAGES := proto node-manager lab
+
+.PHONY: install proto bpf lint test test-unit demo bench clean
+
+install: proto bpf
+	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
+
+# gRPC/protobuf code is generated, never committed. The virtual path maps proto/srv6pm/v1 to the
+# Python package srv6pm.proto.v1.
+proto:
+	$(PYTHON) -m pip install -q "grpcio-tools>=1.60"
+	mkdir -p $(PROTO_OUT)
+	$(PYTHON) -m grpc_tools.protoc -Isrv6pm/proto=proto/srv6pm \
+	  --python_out=$(PROTO_OUT) --pyi_out=$(PROTO_OUT) --grpc_python_out=$(PROTO_OUT) \
+	  $(shell find proto/srv6pm -name '*.proto' | sed 's|^proto/srv6pm|srv6pm/proto|')
+
+bpf:
+	$(MAKE) -C $(BPF_SRC) OUT=$(abspath $(BPF_OUT))
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy node-manager/src lab/src
+
+test: install
+	$(PYTHON) -m pytest
+
+test-unit:
+	$(PYTHON) -m pytest -m "not root"
+
+demo: install
+	$(PYTHON) -m srv6pm.lab.demo
+
+bench: install
+	$(PYTHON) bench/forwarding.py
+
+clean:
+	rm -rf $(PROTO_OUT) $(BPF_OUT)/*.o

@@ -1,0 +1,1 @@
+"""gRPC boundary: proto messages <-> domain objects, domain errors -> status codes."""

@@ -1,0 +1,105 @@
+"""Proto messages to domain objects and back. Enum values that the domain does not know are
+refused here, with the field they came in."""
+
+from __future__ import annotations
+
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+
+from ..domain.errors import InvalidArgument
+from ..domain.model import (
+    Behaviour,
+    EncapMode,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    Role,
+    SrPolicy,
+)
+
+_MODES = {
+    pb.ENCAP_MODE_ENCAP: EncapMode.ENCAP,
+    pb.ENCAP_MODE_ENCAP_RED: EncapMode.ENCAP_RED,
+    pb.ENCAP_MODE_INLINE: EncapMode.INLINE,
+    pb.ENCAP_MODE_L2ENCAP: EncapMode.L2ENCAP,
+}
+_BEHAVIOURS = {
+    pb.BEHAVIOUR_END: Behaviour.END,
+    pb.BEHAVIOUR_END_X: Behaviour.END_X,
+    pb.BEHAVIOUR_END_T: Behaviour.END_T,
+    pb.BEHAVIOUR_END_DT4: Behaviour.END_DT4,
+    pb.BEHAVIOUR_END_DT6: Behaviour.END_DT6,
+    pb.BEHAVIOUR_END_DT46: Behaviour.END_DT46,
+    pb.BEHAVIOUR_END_DX4: Behaviour.END_DX4,
+    pb.BEHAVIOUR_END_DX6: Behaviour.END_DX6,
+}
+_ROLES = {pb.ROLE_INGRESS: Role.INGRESS, pb.ROLE_TRANSIT: Role.TRANSIT,
+          pb.ROLE_EGRESS: Role.EGRESS}
+MODE_TO_PB = {v: k for k, v in _MODES.items()}
+BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
+ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
+
+
+def _enum(table: dict[int, object], value: int, what: str, enum_pb: object) -> object:
+    if value not in table:
+        names = ", ".join(enum_pb.Name(k) for k in table)  # type: ignore[attr-defined]
+        raise InvalidArgument(f"{what}: unknown value {value}; expected one of {names}")
+    return table[value]
+
+
+def node_state(msg: pb.NodeState) -> NodeState:
+    policies = tuple(
+        SrPolicy(
+            name=p.name,
+            prefix=p.prefix,
+            segments=tuple(p.segments),
+            mode=_enum(_MODES, p.mode or pb.ENCAP_MODE_ENCAP, f"policy {p.name!r} mode",
+                       pb.EncapMode),  # type: ignore[arg-type]
+            device=p.device,
+            table=p.table,
+        )
+        for p in msg.policies
+    )
+    sids = tuple(
+        LocalSid(
+            sid=s.sid,
+            behaviour=_enum(_BEHAVIOURS, s.behaviour, f"local SID {s.sid!r} behaviour",
+                            pb.Behaviour),  # type: ignore[arg-type]
+            nexthop=s.nexthop,
+            lookup_table=s.lookup_table,
+            device=s.device,
+            table=s.table,
+        )
+        for s in msg.local_sids
+    )
+    flows = tuple(
+        MonitoredFlow(
+            name=f.name,
+            segments=tuple(f.segments),
+            role=_enum(_ROLES, f.role, f"flow {f.name!r} role", pb.Role),  # type: ignore[arg-type]
+            interfaces=tuple(f.interfaces),
+        )
+        for f in msg.flows
+    )
+    marking = Marking(
+        monitored_bit=msg.marking.monitored_bit or Marking().monitored_bit,
+        colour_bit=msg.marking.colour_bit or Marking().colour_bit,
+    )
+    return NodeState(marking, policies, sids, flows)
+
+
+def node_state_pb(state: NodeState) -> pb.NodeState:
+    return pb.NodeState(
+        marking=pb.MarkingSettings(monitored_bit=state.marking.monitored_bit,
+                                   colour_bit=state.marking.colour_bit),
+        policies=[pb.SrPolicy(name=p.name, prefix=p.prefix, segments=p.segments,
+                              mode=MODE_TO_PB[p.mode], device=p.device, table=p.table)
+                  for p in state.policies],
+        local_sids=[pb.LocalSid(sid=s.sid, behaviour=BEHAVIOUR_TO_PB[s.behaviour],
+                                nexthop=s.nexthop, lookup_table=s.lookup_table,
+                                device=s.device, table=s.table)
+                    for s in state.local_sids],
+        flows=[pb.MonitoredFlow(name=f.name, segments=f.segments, role=ROLE_TO_PB[f.role],
+                                interfaces=f.interfaces)
+               for f in state.flows],
+    )

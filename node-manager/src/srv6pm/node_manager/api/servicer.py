@@ -1,0 +1,115 @@
+"""The NodeManager gRPC service: thin, maps messages and errors, delegates to NodeService."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
+
+from .. import __version__
+from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
+from ..domain.model import Changes
+from ..service.node import NodeService
+from . import convert
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+_CODES = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+}
+
+
+def _changes(c: Changes) -> pb.Changes:
+    return pb.Changes(added=c.added, removed=c.removed, unchanged=c.unchanged)
+
+
+class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
+    def __init__(self, node_id: str, service: NodeService) -> None:
+        self._node_id = node_id
+        self._service = service
+
+    def _call(self, context: grpc.ServicerContext, fn: Callable[[], R]) -> R:
+        try:
+            return fn()
+        except NodeManagerError as e:
+            code = next(c for t, c in _CODES.items() if isinstance(e, t))
+            log.info("refused: %s: %s", code.name, e)
+            context.abort(code, str(e))
+            raise  # abort raises; this keeps type checkers satisfied
+        except Exception as e:
+            log.exception("internal error")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+            raise
+
+    def GetInfo(self, request: pb.GetInfoRequest, context: Any) -> pb.NodeInfo:  # noqa: N802
+        caps = self._service.capabilities
+        return pb.NodeInfo(
+            node_id=self._node_id,
+            driver=caps.driver,
+            version=__version__,
+            behaviours=sorted(convert.BEHAVIOUR_TO_PB[b] for b in caps.behaviours),
+            encap_modes=sorted(convert.MODE_TO_PB[m] for m in caps.encap_modes),
+            max_flows=caps.max_flows,
+            max_segments=16,
+            period_ns=self._service.blocks.period_ns,
+            counter_width_bits=caps.counter_width_bits,
+            safe_window_guard_ns=self._service.guard_ns,
+            interfaces=sorted(self._service.interfaces()),
+        )
+
+    def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:  # noqa: N802
+        def apply() -> pb.ApplyStateResponse:
+            result = self._service.apply(convert.node_state(request.desired), request.dry_run)
+            return pb.ApplyStateResponse(
+                policies=_changes(result.policies),
+                local_sids=_changes(result.local_sids),
+                flows=_changes(result.flows),
+                marking_changed=result.marking_changed,
+            )
+
+        return self._call(context, apply)
+
+    def GetState(self, request: pb.GetStateRequest, context: Any) -> pb.NodeState:  # noqa: N802
+        return self._call(context, lambda: convert.node_state_pb(self._service.state()))
+
+    def ReadCounters(self, request: pb.ReadCountersRequest, context: Any) -> pb.ReadCountersResponse:  # noqa: N802
+        def read() -> pb.ReadCountersResponse:
+            now, counters = self._service.read_counters(request.flows)
+            flows = {f.name: f for f in self._service.flows()}
+            return pb.ReadCountersResponse(
+                read_at_unix_ns=now,
+                block=self._service.blocks.block(now),
+                flows=[
+                    pb.FlowCounters(
+                        flow=name,
+                        segments=flows[name].segments,
+                        role=convert.ROLE_TO_PB[flows[name].role],
+                        colours=[pb.ColourCounters(packets=c.packets, bytes=c.bytes)
+                                 for c in per_colour],
+                    )
+                    for name, per_colour in counters.items()
+                ],
+            )
+
+        return self._call(context, read)
+
+    def ReadBlock(self, request: pb.ReadBlockRequest, context: Any) -> pb.ReadBlockResponse:  # noqa: N802
+        def read() -> pb.ReadBlockResponse:
+            reading = self._service.read_block(request.flows, request.block)
+            roles = {f.name: f.role for f in self._service.flows()}
+            return pb.ReadBlockResponse(
+                block=reading.block,
+                colour=reading.colour,
+                flows=[pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p,
+                                        bytes=b)
+                       for n, (p, b) in reading.counts.items()],
+            )
+
+        return self._call(context, read)

@@ -1,0 +1,52 @@
+"""Node-manager settings: environment variables SRV6PM_*, a YAML file, or command-line flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every setting of the node manager, with defaults that run on a single router."""
+
+    model_config = SettingsConfigDict(env_prefix="SRV6PM_", extra="forbid")
+
+    node_id: str = Field("node", description="Name of this router, reported by GetInfo.")
+    listen: str = Field("127.0.0.1:50051", description="gRPC listen address host:port.")
+    netns: str = Field("", description="Network namespace to program ('' = our own).")
+    period_s: float = Field(10.0, gt=0, description="Marking period T in seconds.")
+    guard_ms: int = Field(
+        500, ge=0, description="Max path delay + clock skew: a block is read this long after "
+        "it ends at the earliest. Must be below T/2."
+    )
+    bpf_dir: Path = Field(Path("/sys/fs/bpf/srv6pm/node"),
+                          description="Where maps and programs are pinned (on a bpffs).")
+    state_dir: Path = Field(Path("/var/lib/srv6pm/node"),
+                            description="Flow names, slots and block snapshots.")
+    bpf_object: Path | None = Field(None, description="Compiled monitor.o (default: packaged).")
+    history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
+    log_level: str = Field("INFO", description="Python logging level.")
+
+    @model_validator(mode="after")
+    def _guard_below_half_period(self) -> Settings:
+        if self.guard_ns * 2 >= self.period_ns:
+            raise ValueError(f"guard_ms {self.guard_ms} must be below half the period "
+                             f"({self.period_s} s): a block must be readable before its "
+                             "colour comes back")
+        return self
+
+    @property
+    def period_ns(self) -> int:
+        return round(self.period_s * 1e9)
+
+    @property
+    def guard_ns(self) -> int:
+        return self.guard_ms * 1_000_000
+
+    @classmethod
+    def from_file(cls, path: Path, **overrides: object) -> Settings:
+        data = yaml.safe_load(path.read_text()) or {}
+        return cls(**{**data, **overrides})

@@ -1,0 +1,1 @@
+"""Pure domain core: the node's desired state, its validation, block maths. No I/O."""

@@ -1,0 +1,101 @@
+"""The node's desired state: SR policies, local SIDs, monitored flows, marking bits."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+MAX_SEGMENTS = 16
+DEFAULT_MONITORED_BIT = 0x04  # DSCP xxxxx1: RFC 2474 pool 2/3, for local use
+DEFAULT_COLOUR_BIT = 0x08
+
+
+class EncapMode(enum.Enum):
+    """SR policy head-end behaviours (RFC 8986 section 5); values are the kernel's names."""
+
+    ENCAP = "encap"
+    ENCAP_RED = "encap.red"
+    INLINE = "inline"
+    L2ENCAP = "l2encap"
+
+
+class Behaviour(enum.Enum):
+    """Local SID behaviours (RFC 8986 section 4); values are the kernel's action names."""
+
+    END = "End"
+    END_X = "End.X"
+    END_T = "End.T"
+    END_DT4 = "End.DT4"
+    END_DT6 = "End.DT6"
+    END_DT46 = "End.DT46"
+    END_DX4 = "End.DX4"
+    END_DX6 = "End.DX6"
+
+
+class Role(enum.IntEnum):
+    """Where a node sits on a monitored flow; values are the eBPF program's."""
+
+    INGRESS = 1
+    TRANSIT = 2
+    EGRESS = 3
+
+
+@dataclass(frozen=True)
+class SrPolicy:
+    name: str
+    prefix: str
+    segments: tuple[str, ...]
+    mode: EncapMode = EncapMode.ENCAP
+    device: str = ""
+    table: int = 0
+
+
+@dataclass(frozen=True)
+class LocalSid:
+    sid: str
+    behaviour: Behaviour
+    nexthop: str = ""
+    lookup_table: int = 0
+    device: str = ""
+    table: int = 0
+
+
+@dataclass(frozen=True)
+class MonitoredFlow:
+    """Packets whose outer SRH carries exactly `segments` (travel order)."""
+
+    name: str
+    segments: tuple[str, ...]
+    role: Role
+    interfaces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Marking:
+    """Traffic Class bits: one says "monitored", one carries the colour."""
+
+    monitored_bit: int = DEFAULT_MONITORED_BIT
+    colour_bit: int = DEFAULT_COLOUR_BIT
+
+
+@dataclass(frozen=True)
+class NodeState:
+    marking: Marking = field(default_factory=Marking)
+    policies: tuple[SrPolicy, ...] = ()
+    local_sids: tuple[LocalSid, ...] = ()
+    flows: tuple[MonitoredFlow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Changes:
+    added: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    policies: Changes
+    local_sids: Changes
+    flows: Changes
+    marking_changed: bool

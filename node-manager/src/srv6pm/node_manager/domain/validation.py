@@ -1,0 +1,143 @@
+"""Validation and normalisation of a desired node state, before anything is changed.
+
+Every address is rewritten in canonical form so that state read back from the kernel compares
+equal to what was asked for; every problem is reported with the object it was found in.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import replace
+
+from .errors import InvalidArgument
+from .model import (
+    MAX_SEGMENTS,
+    Behaviour,
+    EncapMode,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    SrPolicy,
+)
+
+DSCP_MASK = 0xFC  # Traffic Class bits outside ECN
+NEEDS_NEXTHOP6 = {Behaviour.END_X, Behaviour.END_DX6}
+NEEDS_TABLE = {Behaviour.END_T, Behaviour.END_DT4, Behaviour.END_DT6, Behaviour.END_DT46}
+MAX_TABLE = 0xFFFFFFFF
+MAIN_TABLE = 254
+
+
+def ipv6_address(value: str, where: str) -> str:
+    try:
+        return ipaddress.IPv6Address(value).compressed
+    except ValueError:
+        raise InvalidArgument(f"{where}: {value!r} is not an IPv6 address") from None
+
+
+def ipv6_prefix(value: str, where: str) -> str:
+    try:
+        return ipaddress.IPv6Network(value, strict=True).compressed
+    except ValueError as e:
+        raise InvalidArgument(f"{where}: {value!r} is not an IPv6 prefix ({e})") from None
+
+
+def segment_list(segments: Iterable[str], where: str) -> tuple[str, ...]:
+    sids = tuple(segments)
+    if not 1 <= len(sids) <= MAX_SEGMENTS:
+        raise InvalidArgument(
+            f"{where}: a segment list holds 1 to {MAX_SEGMENTS} SIDs, got {len(sids)}"
+        )
+    return tuple(ipv6_address(s, f"{where} segment {i}") for i, s in enumerate(sids))
+
+
+def _name(name: str, kind: str) -> str:
+    if not name or len(name) > 128 or not name.isprintable():
+        raise InvalidArgument(f"{kind} name {name!r} must be 1 to 128 printable characters")
+    return name
+
+
+def _table(table: int, where: str) -> int:
+    """Canonical table id: 0 stands for main (254), as the kernel reads it back."""
+    if not 0 <= table <= MAX_TABLE:
+        raise InvalidArgument(f"{where}: table {table} is out of range")
+    return 0 if table == MAIN_TABLE else table
+
+
+def _unique(names: Iterable[str], kind: str) -> None:
+    dup = [n for n, c in Counter(names).items() if c > 1]
+    if dup:
+        raise InvalidArgument(f"duplicate {kind}: {', '.join(sorted(dup))}")
+
+
+def policy(p: SrPolicy) -> SrPolicy:
+    where = f"policy {_name(p.name, 'policy')!r}"
+    if p.mode is EncapMode.L2ENCAP and not p.device:
+        raise InvalidArgument(f"{where}: l2encap needs a device")
+    return replace(
+        p,
+        prefix=ipv6_prefix(p.prefix, where),
+        segments=segment_list(p.segments, where),
+        table=_table(p.table, where),
+    )
+
+
+def local_sid(s: LocalSid) -> LocalSid:
+    where = f"local SID {s.sid!r}"
+    sid = ipv6_address(s.sid, where)
+    nexthop = ""
+    if s.behaviour in NEEDS_NEXTHOP6:
+        if not s.nexthop:
+            raise InvalidArgument(f"{where}: {s.behaviour.value} needs an IPv6 nexthop")
+        nexthop = ipv6_address(s.nexthop, where)
+    elif s.behaviour is Behaviour.END_DX4:
+        try:
+            nexthop = ipaddress.IPv4Address(s.nexthop).compressed
+        except ValueError:
+            raise InvalidArgument(
+                f"{where}: End.DX4 needs an IPv4 nexthop, got {s.nexthop!r}"
+            ) from None
+    elif s.nexthop:
+        raise InvalidArgument(f"{where}: {s.behaviour.value} takes no nexthop")
+    if s.lookup_table and s.behaviour not in NEEDS_TABLE:
+        raise InvalidArgument(f"{where}: {s.behaviour.value} takes no lookup table")
+    if not 0 <= s.lookup_table <= MAX_TABLE:
+        raise InvalidArgument(f"{where}: lookup table {s.lookup_table} is out of range")
+    lookup_table = (s.lookup_table or MAIN_TABLE) if s.behaviour in NEEDS_TABLE else 0
+    return replace(s, sid=sid, nexthop=nexthop, lookup_table=lookup_table,
+                   table=_table(s.table, where))
+
+
+def flow(f: MonitoredFlow) -> MonitoredFlow:
+    where = f"flow {_name(f.name, 'flow')!r}"
+    if not f.interfaces:
+        raise InvalidArgument(f"{where}: name at least one interface to hook")
+    _unique(f.interfaces, f"interfaces in {where}")
+    return replace(f, segments=segment_list(f.segments, where))
+
+
+def marking(m: Marking) -> Marking:
+    for name, bit in (("monitored_bit", m.monitored_bit), ("colour_bit", m.colour_bit)):
+        if bit == 0 or bit & (bit - 1) or bit & ~DSCP_MASK:
+            raise InvalidArgument(
+                f"marking {name} {bit:#04x} must be one bit of the DSCP field (mask 0xfc)"
+            )
+    if m.monitored_bit == m.colour_bit:
+        raise InvalidArgument("marking monitored_bit and colour_bit must differ")
+    return m
+
+
+def node_state(state: NodeState) -> NodeState:
+    """The canonical form of `state`, or InvalidArgument naming the first problem."""
+    policies = tuple(policy(p) for p in state.policies)
+    sids = tuple(local_sid(s) for s in state.local_sids)
+    flows = tuple(flow(f) for f in state.flows)
+    _unique((p.name for p in policies), "policy names")
+    _unique((f"{p.prefix} (table {p.table})" for p in policies), "policy prefixes")
+    _unique((f"{s.sid} (table {s.table})" for s in sids), "local SIDs")
+    _unique((f.name for f in flows), "flow names")
+    # The data plane keys a flow by its SID list alone: one role per SID list and node.
+    _unique((" ".join(f.segments) for f in flows), "flow segment lists")
+    return NodeState(marking(state.marking), policies, sids, flows)

@@ -1,0 +1,1 @@
+"""Data plane drivers: one interface, one implementation per data plane."""

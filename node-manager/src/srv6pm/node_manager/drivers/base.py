@@ -1,0 +1,62 @@
+"""The data plane driver interface. The rest of the node manager only sees this module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..domain.model import Behaviour, EncapMode, LocalSid, Marking, MonitoredFlow, SrPolicy
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    driver: str
+    behaviours: frozenset[Behaviour]
+    encap_modes: frozenset[EncapMode]
+    max_flows: int
+    counter_width_bits: int
+
+
+@dataclass(frozen=True)
+class ColourCount:
+    packets: int
+    bytes: int
+
+
+FlowCounters = tuple[ColourCount, ColourCount]  # index = colour
+
+
+class DataPlaneDriver(Protocol):
+    """What the node manager needs from a data plane. Every call is idempotent where it can be;
+    the driver owns only what it created and never touches anything else."""
+
+    def capabilities(self) -> Capabilities: ...
+
+    def interfaces(self) -> frozenset[str]: ...
+
+    def policies(self) -> list[SrPolicy]: ...
+
+    def add_policy(self, policy: SrPolicy) -> None: ...
+
+    def remove_policy(self, policy: SrPolicy) -> None: ...
+
+    def local_sids(self) -> list[LocalSid]: ...
+
+    def add_local_sid(self, sid: LocalSid) -> None: ...
+
+    def remove_local_sid(self, sid: LocalSid) -> None: ...
+
+    def flows(self) -> list[MonitoredFlow]: ...
+
+    def update_flows(
+        self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]
+    ) -> None: ...
+
+    def marking(self) -> Marking: ...
+
+    def set_marking(self, marking: Marking) -> None: ...
+
+    def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]: ...
+
+    def close(self) -> None: ...

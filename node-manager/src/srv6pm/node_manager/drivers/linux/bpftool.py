@@ -1,0 +1,115 @@
+"""eBPF objects through bpftool, libbpf's own command-line front end.
+
+Why bpftool: Debian ships it with libbpf, it is maintained in the kernel tree, it loads ELF
+objects with BTF, pins programs and maps and reuses pinned maps, and it applies thousands of map
+updates in one `batch` call (10,000 updates in ~0.2 s here). The only thing it cannot do is hand
+a program's file descriptor to another process, which netlink's tc attach needs: `obj_get` opens
+a pinned program with the one bpf(2) command that takes (BPF_OBJ_GET).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ...domain.errors import FailedPrecondition
+
+BPF_OBJ_GET = 7
+SYS_BPF = {"x86_64": 321, "aarch64": 280}
+BPF_FS_MAGIC = 0xCAFE4A11
+
+
+class BpftoolError(FailedPrecondition):
+    pass
+
+
+class _ObjGetAttr(ctypes.Structure):
+    _fields_ = (  # noqa: RUF012 - ctypes layout of union bpf_attr for BPF_OBJ_GET
+        ("pathname", ctypes.c_uint64),
+        ("bpf_fd", ctypes.c_uint32),
+        ("file_flags", ctypes.c_uint32),
+        ("path_fd", ctypes.c_int32),
+    )
+
+
+def obj_get(path: Path) -> int:
+    """A new file descriptor for the program or map pinned at `path` (close it when done)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = ctypes.create_string_buffer(os.fsencode(path))
+    attr = _ObjGetAttr(pathname=ctypes.addressof(name))
+    fd = int(libc.syscall(SYS_BPF[platform.machine()], BPF_OBJ_GET, ctypes.byref(attr),
+                          ctypes.sizeof(attr)))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise BpftoolError(f"cannot open pinned eBPF object {path}: {os.strerror(err)}")
+    return fd
+
+
+def hexbytes(data: bytes) -> list[str]:
+    return [f"{b:02x}" for b in data]
+
+
+class Bpftool:
+    def __init__(self, binary: str = "bpftool") -> None:
+        self._binary = binary
+
+    def run(self, *args: str) -> Any:
+        proc = subprocess.run([self._binary, "-j", *args], capture_output=True, text=True,
+                              check=False)
+        if proc.returncode != 0:
+            detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            raise BpftoolError(f"bpftool {' '.join(args[:3])}: {' / '.join(detail[-3:])}")
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    def batch(self, commands: Iterable[Sequence[str]]) -> list[Any]:
+        """Run many commands in one process; returns each command's JSON output."""
+        with tempfile.NamedTemporaryFile("w", suffix=".bpftool") as f:
+            n = 0
+            for command in commands:
+                f.write(" ".join(command) + "\n")
+                n += 1
+            if n == 0:
+                return []
+            f.flush()
+            out = self.run("batch", "file", f.name)
+        results = [item.get("output") for item in out or []]
+        errors = [item for item in out or [] if "error" in item]
+        if errors:
+            raise BpftoolError(f"bpftool batch: {errors[0]['error']}")
+        return results
+
+
+def is_bpffs(path: Path) -> bool:
+    """Whether `path` lies on a mounted bpf filesystem."""
+    path = path.resolve()
+    mounts = Path("/proc/self/mounts").read_text().splitlines()
+    best = ""
+    fstype = ""
+    for line in mounts:
+        parts = line.split()
+        mount_point = parts[1]
+        if (str(path) + "/").startswith(mount_point.rstrip("/") + "/") and len(mount_point) >= len(
+            best
+        ):
+            best, fstype = mount_point, parts[2]
+    return fstype == "bpf"
+
+
+def ensure_bpffs(path: Path) -> None:
+    """Mount a bpffs at /sys/fs/bpf if `path` is not on one yet (a fresh machine has none)."""
+    if is_bpffs(path):
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    root = Path("/sys/fs/bpf")
+    if not str(path.resolve()).startswith(str(root) + "/"):
+        raise FailedPrecondition(f"BPF pin directory {path} is not on a bpf filesystem")
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "bpf", "bpf", str(root)], check=True, capture_output=True)
+    path.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,70 @@
+"""The Linux kernel driver: routes through netlink, monitoring through eBPF on tc."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from ...domain.model import LocalSid, Marking, MonitoredFlow, SrPolicy
+from ..base import Capabilities, FlowCounters
+from .hooks import Hooks
+from .maps import MAX_FLOWS
+from .monitor import Monitor
+from .routes import Routes
+
+
+class LinuxDriver:
+    """Programs one network namespace (`netns`, or the node manager's own when empty)."""
+
+    def __init__(self, bpf_dir: Path, state_dir: Path, period_ns: int, netns: str = "",
+                 bpf_object: Path | None = None) -> None:
+        self._ipr = IPRoute(netns=netns) if netns else IPRoute()
+        self._routes = Routes(self._ipr)
+        behaviours, modes = self._routes.probe()
+        self._caps = Capabilities("linux", behaviours, modes, MAX_FLOWS, 64)
+        self._monitor = Monitor(bpf_dir, state_dir, Hooks(self._ipr), period_ns, bpf_object)
+        self._monitor.sync_hooks()
+
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    def interfaces(self) -> frozenset[str]:
+        return self._routes.interfaces()
+
+    def policies(self) -> list[SrPolicy]:
+        return self._routes.policies()
+
+    def add_policy(self, policy: SrPolicy) -> None:
+        self._routes.add_policy(policy)
+
+    def remove_policy(self, policy: SrPolicy) -> None:
+        self._routes.remove_policy(policy)
+
+    def local_sids(self) -> list[LocalSid]:
+        return self._routes.local_sids()
+
+    def add_local_sid(self, sid: LocalSid) -> None:
+        self._routes.add_local_sid(sid)
+
+    def remove_local_sid(self, sid: LocalSid) -> None:
+        self._routes.remove_local_sid(sid)
+
+    def flows(self) -> list[MonitoredFlow]:
+        return self._monitor.flows()
+
+    def update_flows(self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]) -> None:
+        self._monitor.update_flows(add, remove)
+
+    def marking(self) -> Marking:
+        return self._monitor.marking()
+
+    def set_marking(self, marking: Marking) -> None:
+        self._monitor.set_marking(marking)
+
+    def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]:
+        return self._monitor.read_counters(flows)
+
+    def close(self) -> None:
+        self._ipr.close()

@@ -1,0 +1,211 @@
+"""SR policies (seg6 lwtunnel routes) and local SIDs (seg6local routes) through netlink.
+
+Every route the node manager creates carries its own routing protocol number, RTPROT_SRV6PM; it
+lists and deletes only routes with that number, so state it did not create is never touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl.rtmsg import rtmsg
+
+from ...domain.errors import FailedPrecondition
+from ...domain.model import Behaviour, EncapMode, LocalSid, SrPolicy
+
+log = logging.getLogger(__name__)
+
+RTPROT_SRV6PM = 201  # unassigned in iproute2's rt_protos; shown by `ip route` as "proto 201"
+MAIN_TABLE = 254
+AF_INET6 = 10
+PROBE_TABLE = 0x5336  # private table used once at start to learn what the kernel accepts
+
+# pyroute2 0.9 encodes only "encap" and "inline"; the kernel's uapi (linux/seg6_iptunnel.h)
+# numbers the other head-end modes.
+_SRH = rtmsg.seg6_encap_info.ipv6_sr_hdr
+_SRH.encapmodes = {**_SRH.encapmodes, "l2encap": 2, "encap.red": 3}
+_SRH.r_encapmodes = {v: k for k, v in _SRH.encapmodes.items()}
+_ACTION_NAMES = {v: k for k, v in rtmsg.seg6local_encap_info.action.actions.items()}
+
+
+def _table(table: int) -> int:
+    return table or MAIN_TABLE
+
+
+class Routes:
+    """Policies and local SIDs of one network namespace."""
+
+    def __init__(self, ipr: IPRoute) -> None:
+        self._ipr = ipr
+
+    def ifindex(self, name: str) -> int:
+        found = self._ipr.link_lookup(ifname=name)
+        if not found:
+            raise FailedPrecondition(f"interface {name!r} does not exist on this node")
+        return int(found[0])
+
+    def interfaces(self) -> frozenset[str]:
+        return frozenset(str(link.get("ifname")) for link in self._ipr.get_links())
+
+    def _owned(self) -> Iterator[Any]:
+        yield from self._ipr.get_routes(family=AF_INET6, proto=RTPROT_SRV6PM, table=None)
+
+    # ---- policies ----------------------------------------------------------------------------
+
+    def policies(self) -> list[SrPolicy]:
+        found = []
+        for route in self._owned():
+            encap = route.get("encap")
+            srh = encap.get("SEG6_IPTUNNEL_SRH") if encap else None
+            if not srh:
+                continue
+            segs = [s for s in srh["segs"] if s != "::"] if srh["mode"] == "inline" else srh["segs"]
+            dev = self._ipr.get_links(route.get("oif"))[0].get("ifname")
+            found.append(
+                SrPolicy(
+                    name="",
+                    prefix=f"{route.get('dst')}/{route['dst_len']}",
+                    segments=tuple(reversed(segs)),
+                    mode=EncapMode(srh["mode"]),
+                    device=str(dev),
+                    table=_canon_table(route.get("table")),
+                )
+            )
+        return found
+
+    def add_policy(self, p: SrPolicy) -> None:
+        segs = list(reversed(p.segments))  # SRH order; pyroute2 packs the list as given
+        self._route(
+            "replace",
+            dst=p.prefix,
+            oif=self.ifindex(p.device) if p.device else self._toward(p.segments[0]),
+            table=_table(p.table),
+            encap={"type": "seg6", "mode": p.mode.value, "segs": segs},
+        )
+
+    def remove_policy(self, p: SrPolicy) -> None:
+        self._delete(dst=p.prefix, table=_table(p.table))
+
+    # ---- local SIDs --------------------------------------------------------------------------
+
+    def local_sids(self) -> list[LocalSid]:
+        found = []
+        for route in self._owned():
+            encap = route.get("encap")
+            action = encap.get("SEG6_LOCAL_ACTION") if encap else None
+            if action is None:
+                continue
+            behaviour = Behaviour(_ACTION_NAMES[action])
+            nexthop = encap.get("SEG6_LOCAL_NH6") or encap.get("SEG6_LOCAL_NH4") or ""
+            lookup = encap.get("SEG6_LOCAL_TABLE") or encap.get("SEG6_LOCAL_VRFTABLE") or 0
+            dev = self._ipr.get_links(route.get("oif"))[0].get("ifname")
+            found.append(
+                LocalSid(
+                    sid=str(route.get("dst")),
+                    behaviour=behaviour,
+                    nexthop=str(nexthop),
+                    lookup_table=int(lookup),
+                    device=str(dev),
+                    table=_canon_table(route.get("table")),
+                )
+            )
+        return found
+
+    def add_local_sid(self, s: LocalSid) -> None:
+        self._route(
+            "replace",
+            dst=f"{s.sid}/128",
+            oif=self.ifindex(s.device) if s.device else self._any_interface(),
+            table=_table(s.table),
+            encap=_seg6local(s),
+        )
+
+    def remove_local_sid(self, s: LocalSid) -> None:
+        self._delete(dst=f"{s.sid}/128", table=_table(s.table))
+
+    def _toward(self, address: str) -> int:
+        """The interface the kernel would send to `address` through."""
+        try:
+            route = self._ipr.route("get", dst=address)[0]
+        except NetlinkError:
+            raise FailedPrecondition(f"no route to the first SID {address}: name a device") from None
+        return int(route.get("oif"))
+
+    def _any_interface(self) -> int:
+        """A route via the loopback device is a reject route in IPv6: pick an up interface."""
+        for link in sorted(self._ipr.get_links(), key=lambda link: int(link["index"])):
+            if link.get("ifname") != "lo" and link.get("operstate") == "UP":
+                return int(link["index"])
+        raise FailedPrecondition("no interface is up to hold local SID routes: name a device")
+
+    # ---- capability probe --------------------------------------------------------------------
+
+    def probe(self) -> tuple[frozenset[Behaviour], frozenset[EncapMode]]:
+        """Which behaviours and modes this kernel accepts, tried in a private table."""
+        behaviours = set()
+        for i, b in enumerate(Behaviour):
+            sid = LocalSid(f"fc00:ffff:ffff::{i + 1:x}", b, *_probe_args(b), table=PROBE_TABLE)
+            if self._try(lambda s=sid: self.add_local_sid(s)):
+                behaviours.add(b)
+                self.remove_local_sid(sid)
+        modes = set()
+        for i, m in enumerate(EncapMode):
+            pol = SrPolicy("", f"fc00:ffff:fffe:{i + 1:x}::/64", ("fc00:ffff::1",), m, "lo",
+                           PROBE_TABLE)  # only probed, never used: lo is fine here
+            if self._try(lambda p=pol: self.add_policy(p)):
+                modes.add(m)
+                self.remove_policy(pol)
+        return frozenset(behaviours), frozenset(modes)
+
+    @staticmethod
+    def _try(action: Any) -> bool:
+        try:
+            action()
+        except NetlinkError as e:
+            log.info("kernel refused probe: %s", e)
+            return False
+        return True
+
+    # ---- netlink -----------------------------------------------------------------------------
+
+    def _route(self, command: str, **kwargs: Any) -> None:
+        self._ipr.route(command, family=AF_INET6, proto=RTPROT_SRV6PM, **kwargs)
+
+    def _delete(self, **kwargs: Any) -> None:
+        try:
+            self._route("del", **kwargs)
+        except NetlinkError as e:
+            if e.code != errno.ESRCH:
+                raise
+
+
+def _canon_table(table: int | None) -> int:
+    return 0 if table in (None, MAIN_TABLE) else int(table)
+
+
+def _probe_args(b: Behaviour) -> tuple[str, int]:
+    if b in (Behaviour.END_X, Behaviour.END_DX6):
+        return "fc00:ffff::2", 0
+    if b is Behaviour.END_DX4:
+        return "192.0.2.1", 0
+    if b in (Behaviour.END_T, Behaviour.END_DT4, Behaviour.END_DT6, Behaviour.END_DT46):
+        return "", MAIN_TABLE
+    return "", 0
+
+
+def _seg6local(s: LocalSid) -> dict[str, Any]:
+    encap: dict[str, Any] = {"type": "seg6local", "action": s.behaviour.value}
+    if s.behaviour in (Behaviour.END_X, Behaviour.END_DX6):
+        encap["nh6"] = s.nexthop
+    elif s.behaviour is Behaviour.END_DX4:
+        encap["nh4"] = s.nexthop
+    elif s.behaviour in (Behaviour.END_T, Behaviour.END_DT6):
+        encap["table"] = s.lookup_table
+    elif s.behaviour in (Behaviour.END_DT4, Behaviour.END_DT46):
+        encap["vrf_table"] = s.lookup_table  # the kernel decapsulates into a VRF for these
+    return encap

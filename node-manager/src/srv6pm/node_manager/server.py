@@ -1,0 +1,58 @@
+"""Wires settings, driver, service and the gRPC server (with health checking and reflection)."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
+
+from .api.servicer import NodeManagerServicer
+from .config import Settings
+from .drivers.linux.driver import LinuxDriver
+from .service.node import NodeService
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE = 64 * 1024 * 1024  # 10,000+ flows in one desired state
+
+
+class NodeManagerServer:
+    def __init__(self, settings: Settings) -> None:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        self.driver = LinuxDriver(settings.bpf_dir, settings.state_dir, settings.period_ns,
+                                  settings.netns, settings.bpf_object)
+        self.service = NodeService(self.driver, settings.state_dir, settings.period_ns,
+                                   settings.guard_ns, settings.history_blocks)
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE),
+                   ("grpc.max_send_message_length", MAX_MESSAGE)]
+        self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
+        pb_grpc.add_NodeManagerServicer_to_server(
+            NodeManagerServicer(settings.node_id, self.service), self.grpc)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        names = (pb.DESCRIPTOR.services_by_name["NodeManager"].full_name,
+                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                 reflection.SERVICE_NAME)
+        reflection.enable_server_reflection(names, self.grpc)
+        self.port = self.grpc.add_insecure_port(settings.listen)
+        if self.port == 0:
+            raise RuntimeError(f"cannot listen on {settings.listen}")
+        self._settings = settings
+
+    def start(self) -> None:
+        self.service.start()
+        self.grpc.start()
+        for name in ("", "srv6pm.v1.NodeManager"):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("node manager %s serving on %s (netns=%s, T=%ss)", self._settings.node_id,
+                 self._settings.listen, self._settings.netns or "-", self._settings.period_s)
+
+    def stop(self, grace: float = 2.0) -> None:
+        self.health.enter_graceful_shutdown()
+        self.grpc.stop(grace).wait()
+        self.service.stop()
+        self.driver.close()

@@ -1,0 +1,1 @@
+"""The node's use cases (apply state, read counters and blocks) over a data plane driver."""

@@ -1,0 +1,260 @@
+"""The node's use cases over a data plane driver: converge to a desired state, read counters,
+read blocks. One lock serialises them; a background thread snapshots counters once per block."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+from ..domain import validation
+from ..domain.blocks import BlockClock, colour, counter_delta
+from ..domain.errors import FailedPrecondition, NotFound
+from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
+from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters
+from .snapshots import Count, SnapshotStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BlockReading:
+    block: int
+    colour: int
+    counts: dict[str, Count]
+
+
+def _policy_key(p: SrPolicy) -> Hashable:
+    return (p.prefix, p.table)
+
+
+def _sid_key(s: LocalSid) -> Hashable:
+    return (s.sid, s.table)
+
+
+def _same_policy(want: SrPolicy, have: SrPolicy) -> bool:
+    """Equal but for the name; no device asked for means any device will do."""
+    return replace(want, name="", device=want.device or have.device) == replace(have, name="")
+
+
+def _same_sid(want: LocalSid, have: LocalSid) -> bool:
+    return replace(want, device=want.device or have.device) == have
+
+
+def _diff(desired: Sequence[T], actual: Sequence[T], key: Callable[[T], Hashable],
+          same: Callable[[T, T], bool]) -> tuple[list[T], list[T], int]:
+    """(to add or replace, to remove, unchanged) to turn `actual` into `desired`."""
+    have = {key(a): a for a in actual}
+    want = {key(d): d for d in desired}
+    add = [d for k, d in want.items() if k not in have or not same(d, have[k])]
+    remove = [a for k, a in have.items() if k not in want]
+    return add, remove, len(want) - len(add)
+
+
+class NodeService:
+    def __init__(self, driver: DataPlaneDriver, state_dir: Path, period_ns: int, guard_ns: int,
+                 history_blocks: int = 32, clock: Callable[[], int] = time.time_ns) -> None:
+        self._driver = driver
+        self._clock = clock
+        self.blocks = BlockClock(period_ns)
+        self.guard_ns = guard_ns
+        self._lock = threading.Lock()
+        self._names_file = state_dir / "names.json"
+        self._snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._driver.capabilities()
+
+    def interfaces(self) -> frozenset[str]:
+        return self._driver.interfaces()
+
+    def flows(self) -> list[MonitoredFlow]:
+        return self._driver.flows()
+
+    # ---- desired state -----------------------------------------------------------------------
+
+    def apply(self, desired: NodeState, dry_run: bool = False) -> ApplyResult:
+        state = validation.node_state(desired)
+        with self._lock:
+            self._check_preconditions(state)
+            pol_add, pol_del, pol_same = _diff(state.policies, self._driver.policies(),
+                                               _policy_key, _same_policy)
+            sid_add, sid_del, sid_same = _diff(state.local_sids, self._driver.local_sids(),
+                                               _sid_key, _same_sid)
+            flow_add, flow_del, flow_same = _diff(state.flows, self._driver.flows(),
+                                                  lambda f: f.name, lambda a, b: a == b)
+            # A changed flow is removed and added again: its counters start from zero.
+            flow_del += [f for f in self._driver.flows()
+                         if f.name in {a.name for a in flow_add}]
+            marking_changed = state.marking != self._driver.marking()
+            result = ApplyResult(
+                Changes(len(pol_add), len(pol_del), pol_same),
+                Changes(len(sid_add), len(sid_del), sid_same),
+                Changes(len(flow_add), len(flow_del), flow_same),
+                marking_changed,
+            )
+            if dry_run:
+                return result
+            self._driver.set_marking(state.marking)
+            if flow_del:
+                self._driver.update_flows([], flow_del)
+                self._snapshots.forget([f.name for f in flow_del])
+            for p in pol_del:
+                self._driver.remove_policy(p)
+            for s in sid_del:
+                self._driver.remove_local_sid(s)
+            for s in sid_add:
+                self._driver.add_local_sid(s)
+            for p in pol_add:
+                self._driver.add_policy(p)
+            if flow_add:
+                self._driver.update_flows(flow_add, [])
+                self._snapshots.baseline(self.blocks.block(self._clock()),
+                                         [f.name for f in flow_add])
+            self._save_names(state.policies)
+            log.info("applied state policies=%s local_sids=%s flows=%s", result.policies,
+                     result.local_sids, result.flows)
+            return result
+
+    def _check_preconditions(self, state: NodeState) -> None:
+        caps = self._driver.capabilities()
+        interfaces = self._driver.interfaces()
+        problems = []
+        for p in state.policies:
+            if p.mode not in caps.encap_modes:
+                problems.append(f"policy {p.name!r}: this kernel does not support "
+                                f"{p.mode.value} encapsulation")
+            if p.device and p.device not in interfaces:
+                problems.append(f"policy {p.name!r}: interface {p.device!r} does not exist")
+        for s in state.local_sids:
+            if s.behaviour not in caps.behaviours:
+                problems.append(f"local SID {s.sid}: this kernel does not support "
+                                f"{s.behaviour.value} (supported: "
+                                f"{', '.join(sorted(b.value for b in caps.behaviours))})")
+            if s.device and s.device not in interfaces:
+                problems.append(f"local SID {s.sid}: interface {s.device!r} does not exist")
+        for f in state.flows:
+            missing = sorted(set(f.interfaces) - interfaces)
+            if missing:
+                problems.append(f"flow {f.name!r}: interface(s) {', '.join(missing)} "
+                                "do not exist")
+        if len(state.flows) > caps.max_flows:
+            problems.append(f"{len(state.flows)} flows exceed this node's {caps.max_flows}")
+        if problems:
+            raise FailedPrecondition("; ".join(problems))
+
+    def _save_names(self, policies: Iterable[SrPolicy]) -> None:
+        names = [[p.prefix, p.table, p.name] for p in policies]
+        tmp = self._names_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, self._names_file)
+
+    def state(self) -> NodeState:
+        names: dict[Hashable, str] = {}
+        if self._names_file.exists():
+            names = {(p, t): n for p, t, n in json.loads(self._names_file.read_text())}
+        with self._lock:
+            policies = tuple(replace(p, name=names.get(_policy_key(p), p.prefix))
+                             for p in self._driver.policies())
+            return NodeState(self._driver.marking(), policies,
+                             tuple(self._driver.local_sids()), tuple(self._driver.flows()))
+
+    # ---- counters ----------------------------------------------------------------------------
+
+    def _names(self, requested: Iterable[str]) -> list[str]:
+        known = [f.name for f in self._driver.flows()]
+        wanted = list(requested) or known
+        unknown = sorted(set(wanted) - set(known))
+        if unknown:
+            raise NotFound(f"no monitored flow named {', '.join(unknown)} on this node")
+        return wanted
+
+    def read_counters(self, requested: Iterable[str]) -> tuple[int, dict[str, FlowCounters]]:
+        with self._lock:
+            names = self._names(requested)
+            now = self._clock()
+            return now, dict(self._driver.read_counters(names))
+
+    def read_block(self, requested: Iterable[str], block: int) -> BlockReading:
+        with self._lock:
+            names = self._names(requested)
+            now = self._clock()
+            self._snapshot_if_due(now)
+            start = self._snapshots.get(block - 1)
+            end = self._snapshots.get(block + 1)
+            current = self.blocks.block(now)
+            if block >= current or now < self.blocks.readable_from(block, self.guard_ns):
+                raise FailedPrecondition(
+                    f"block {block} is not readable yet: its counters are stable from "
+                    f"{_iso(self.blocks.readable_from(block, self.guard_ns))} "
+                    f"(now {_iso(now)}, block {current})")
+            if end is None or not end.complete:
+                raise FailedPrecondition(
+                    f"block {block} was not read inside its safe window (block {block + 1}); "
+                    "the node manager was not running then")
+            missing = [n for n in names if start is None or n not in start.counts
+                       or n not in end.counts]
+            if missing:
+                raise FailedPrecondition(
+                    f"no baseline for block {block} of flow(s) {', '.join(missing)}: they were "
+                    f"not monitored (or the node manager was down) in block {block - 1}")
+            width = self._driver.capabilities().counter_width_bits
+            assert start is not None  # noqa: S101 - narrowed by `missing` above
+            counts = {
+                n: (counter_delta(end.counts[n][0], start.counts[n][0], width),
+                    counter_delta(end.counts[n][1], start.counts[n][1], width))
+                for n in names
+            }
+            return BlockReading(block, colour(block), counts)
+
+    def _snapshot_if_due(self, now: int) -> None:
+        """Read every flow's stable colour once per block, inside the safe window."""
+        current = self.blocks.block(now)
+        snap = self._snapshots.get(current)
+        if (snap and snap.complete) or now < self.blocks.start(current) + self.guard_ns:
+            return
+        stable = colour(current - 1)
+        names = [f.name for f in self._driver.flows()]
+        read = self._driver.read_counters(names)
+        counts = {n: (c[stable].packets, c[stable].bytes) for n, c in read.items()}
+        self._snapshots.record(current, counts)
+
+    # ---- snapshot thread ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="block-snapshots", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        """Snapshot at the middle of every block (RFC 9341's usual safe read point)."""
+        while not self._stop.is_set():
+            now = self._clock()
+            try:
+                with self._lock:
+                    self._snapshot_if_due(now)
+            except Exception:
+                log.exception("block snapshot failed")
+            current = self.blocks.block(self._clock())
+            next_read = self.blocks.start(current + 1) + max(self.blocks.period_ns // 2,
+                                                             self.guard_ns)
+            self._stop.wait(max(0.0, (next_read - self._clock()) / 1e9))
+
+
+def _iso(unix_ns: int) -> str:
+    ms = (unix_ns // 1_000_000) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(unix_ns / 1e9)) + f".{ms:03d}Z"
