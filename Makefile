@@ -5,9 +5,12 @@ BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
 PACKAGES := proto node-manager lab
 
-.PHONY: install proto bpf lint test test-unit demo bench clean
+.PHONY: deps install proto bpf lint test test-unit demo bench clean
 
-install: proto bpf
+deps:
+	bash scripts/install-deps.sh
+
+install: deps proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
 
 # gRPC/protobuf code is generated, never committed. The virtual path maps proto/srv6pm/v1 to the
@@ -22,12 +25,12 @@ proto:
 bpf:
 	$(MAKE) -C $(BPF_SRC) OUT=$(abspath $(BPF_OUT))
 
-lint:
+lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy node-manager/src lab/src
 
-test: install
+test: install lint
 	$(PYTHON) -m pytest
 
 test-unit:

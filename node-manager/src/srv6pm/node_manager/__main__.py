@@ -20,8 +20,9 @@ def _parse(argv: list[str] | None) -> Settings:
     parser = argparse.ArgumentParser(prog="srv6pm-node-manager", description=__doc__)
     parser.add_argument("--config", type=Path, help="YAML file with settings")
     for name, field in Settings.model_fields.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None,
-                            help=field.description)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, default=None, help=field.description
+        )
     args = vars(parser.parse_args(argv))
     config = args.pop("config")
     overrides = {k: v for k, v in args.items() if v is not None}

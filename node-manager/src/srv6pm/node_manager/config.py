@@ -19,13 +19,18 @@ class Settings(BaseSettings):
     netns: str = Field("", description="Network namespace to program ('' = our own).")
     period_s: float = Field(10.0, gt=0, description="Marking period T in seconds.")
     guard_ms: int = Field(
-        500, ge=0, description="Max path delay + clock skew: a block is read this long after "
-        "it ends at the earliest. Must be below T/2."
+        500,
+        ge=0,
+        description="Max path delay + clock skew: a block is read this long after "
+        "it ends at the earliest. Must be below T/2.",
     )
-    bpf_dir: Path = Field(Path("/sys/fs/bpf/srv6pm/node"),
-                          description="Where maps and programs are pinned (on a bpffs).")
-    state_dir: Path = Field(Path("/var/lib/srv6pm/node"),
-                            description="Flow names, slots and block snapshots.")
+    bpf_dir: Path = Field(
+        Path("/sys/fs/bpf/srv6pm/node"),
+        description="Where maps and programs are pinned (on a bpffs).",
+    )
+    state_dir: Path = Field(
+        Path("/var/lib/srv6pm/node"), description="Flow names, slots and block snapshots."
+    )
     bpf_object: Path | None = Field(None, description="Compiled monitor.o (default: packaged).")
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     log_level: str = Field("INFO", description="Python logging level.")
@@ -33,9 +38,11 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _guard_below_half_period(self) -> Settings:
         if self.guard_ns * 2 >= self.period_ns:
-            raise ValueError(f"guard_ms {self.guard_ms} must be below half the period "
-                             f"({self.period_s} s): a block must be readable before its "
-                             "colour comes back")
+            raise ValueError(
+                f"guard_ms {self.guard_ms} must be below half the period "
+                f"({self.period_s} s): a block must be readable before its "
+                "colour comes back"
+            )
         return self
 
     @property

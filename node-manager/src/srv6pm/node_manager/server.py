@@ -23,20 +23,35 @@ MAX_MESSAGE = 64 * 1024 * 1024  # 10,000+ flows in one desired state
 class NodeManagerServer:
     def __init__(self, settings: Settings) -> None:
         settings.state_dir.mkdir(parents=True, exist_ok=True)
-        self.driver = LinuxDriver(settings.bpf_dir, settings.state_dir, settings.period_ns,
-                                  settings.netns, settings.bpf_object)
-        self.service = NodeService(self.driver, settings.state_dir, settings.period_ns,
-                                   settings.guard_ns, settings.history_blocks)
-        options = [("grpc.max_receive_message_length", MAX_MESSAGE),
-                   ("grpc.max_send_message_length", MAX_MESSAGE)]
+        self.driver = LinuxDriver(
+            settings.bpf_dir,
+            settings.state_dir,
+            settings.period_ns,
+            settings.netns,
+            settings.bpf_object,
+        )
+        self.service = NodeService(
+            self.driver,
+            settings.state_dir,
+            settings.period_ns,
+            settings.guard_ns,
+            settings.history_blocks,
+        )
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+        ]
         self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
         pb_grpc.add_NodeManagerServicer_to_server(
-            NodeManagerServicer(settings.node_id, self.service), self.grpc)
+            NodeManagerServicer(settings.node_id, self.service), self.grpc
+        )
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
-        names = (pb.DESCRIPTOR.services_by_name["NodeManager"].full_name,
-                 health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                 reflection.SERVICE_NAME)
+        names = (
+            pb.DESCRIPTOR.services_by_name["NodeManager"].full_name,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        )
         reflection.enable_server_reflection(names, self.grpc)
         self.port = self.grpc.add_insecure_port(settings.listen)
         if self.port == 0:
@@ -48,8 +63,13 @@ class NodeManagerServer:
         self.grpc.start()
         for name in ("", "srv6pm.v1.NodeManager"):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("node manager %s serving on %s (netns=%s, T=%ss)", self._settings.node_id,
-                 self._settings.listen, self._settings.netns or "-", self._settings.period_s)
+        log.info(
+            "node manager %s serving on %s (netns=%s, T=%ss)",
+            self._settings.node_id,
+            self._settings.listen,
+            self._settings.netns or "-",
+            self._settings.period_s,
+        )
 
     def stop(self, grace: float = 2.0) -> None:
         self.health.enter_graceful_shutdown()

@@ -3,6 +3,9 @@ refused here, with the field they came in."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 from ..domain.errors import InvalidArgument
@@ -33,16 +36,16 @@ _BEHAVIOURS = {
     pb.BEHAVIOUR_END_DX4: Behaviour.END_DX4,
     pb.BEHAVIOUR_END_DX6: Behaviour.END_DX6,
 }
-_ROLES = {pb.ROLE_INGRESS: Role.INGRESS, pb.ROLE_TRANSIT: Role.TRANSIT,
-          pb.ROLE_EGRESS: Role.EGRESS}
+_ROLES = {pb.ROLE_INGRESS: Role.INGRESS, pb.ROLE_TRANSIT: Role.TRANSIT, pb.ROLE_EGRESS: Role.EGRESS}
 MODE_TO_PB = {v: k for k, v in _MODES.items()}
 BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
 ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
+E = TypeVar("E")
 
 
-def _enum(table: dict[int, object], value: int, what: str, enum_pb: object) -> object:
+def _enum(table: Mapping[Any, E], value: int, what: str, enum_pb: Any) -> E:
     if value not in table:
-        names = ", ".join(enum_pb.Name(k) for k in table)  # type: ignore[attr-defined]
+        names = ", ".join(enum_pb.Name(k) for k in table)
         raise InvalidArgument(f"{what}: unknown value {value}; expected one of {names}")
     return table[value]
 
@@ -53,8 +56,9 @@ def node_state(msg: pb.NodeState) -> NodeState:
             name=p.name,
             prefix=p.prefix,
             segments=tuple(p.segments),
-            mode=_enum(_MODES, p.mode or pb.ENCAP_MODE_ENCAP, f"policy {p.name!r} mode",
-                       pb.EncapMode),  # type: ignore[arg-type]
+            mode=_enum(
+                _MODES, p.mode or pb.ENCAP_MODE_ENCAP, f"policy {p.name!r} mode", pb.EncapMode
+            ),
             device=p.device,
             table=p.table,
         )
@@ -63,8 +67,9 @@ def node_state(msg: pb.NodeState) -> NodeState:
     sids = tuple(
         LocalSid(
             sid=s.sid,
-            behaviour=_enum(_BEHAVIOURS, s.behaviour, f"local SID {s.sid!r} behaviour",
-                            pb.Behaviour),  # type: ignore[arg-type]
+            behaviour=_enum(
+                _BEHAVIOURS, s.behaviour, f"local SID {s.sid!r} behaviour", pb.Behaviour
+            ),
             nexthop=s.nexthop,
             lookup_table=s.lookup_table,
             device=s.device,
@@ -76,7 +81,7 @@ def node_state(msg: pb.NodeState) -> NodeState:
         MonitoredFlow(
             name=f.name,
             segments=tuple(f.segments),
-            role=_enum(_ROLES, f.role, f"flow {f.name!r} role", pb.Role),  # type: ignore[arg-type]
+            role=_enum(_ROLES, f.role, f"flow {f.name!r} role", pb.Role),
             interfaces=tuple(f.interfaces),
         )
         for f in msg.flows
@@ -90,16 +95,35 @@ def node_state(msg: pb.NodeState) -> NodeState:
 
 def node_state_pb(state: NodeState) -> pb.NodeState:
     return pb.NodeState(
-        marking=pb.MarkingSettings(monitored_bit=state.marking.monitored_bit,
-                                   colour_bit=state.marking.colour_bit),
-        policies=[pb.SrPolicy(name=p.name, prefix=p.prefix, segments=p.segments,
-                              mode=MODE_TO_PB[p.mode], device=p.device, table=p.table)
-                  for p in state.policies],
-        local_sids=[pb.LocalSid(sid=s.sid, behaviour=BEHAVIOUR_TO_PB[s.behaviour],
-                                nexthop=s.nexthop, lookup_table=s.lookup_table,
-                                device=s.device, table=s.table)
-                    for s in state.local_sids],
-        flows=[pb.MonitoredFlow(name=f.name, segments=f.segments, role=ROLE_TO_PB[f.role],
-                                interfaces=f.interfaces)
-               for f in state.flows],
+        marking=pb.MarkingSettings(
+            monitored_bit=state.marking.monitored_bit, colour_bit=state.marking.colour_bit
+        ),
+        policies=[
+            pb.SrPolicy(
+                name=p.name,
+                prefix=p.prefix,
+                segments=p.segments,
+                mode=MODE_TO_PB[p.mode],
+                device=p.device,
+                table=p.table,
+            )
+            for p in state.policies
+        ],
+        local_sids=[
+            pb.LocalSid(
+                sid=s.sid,
+                behaviour=BEHAVIOUR_TO_PB[s.behaviour],
+                nexthop=s.nexthop,
+                lookup_table=s.lookup_table,
+                device=s.device,
+                table=s.table,
+            )
+            for s in state.local_sids
+        ],
+        flows=[
+            pb.MonitoredFlow(
+                name=f.name, segments=f.segments, role=ROLE_TO_PB[f.role], interfaces=f.interfaces
+            )
+            for f in state.flows
+        ],
     )

@@ -48,7 +48,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
             raise
 
-    def GetInfo(self, request: pb.GetInfoRequest, context: Any) -> pb.NodeInfo:  # noqa: N802
+    def GetInfo(self, request: pb.GetInfoRequest, context: Any) -> pb.NodeInfo:
         caps = self._service.capabilities
         return pb.NodeInfo(
             node_id=self._node_id,
@@ -64,7 +64,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             interfaces=sorted(self._service.interfaces()),
         )
 
-    def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:  # noqa: N802
+    def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:
         def apply() -> pb.ApplyStateResponse:
             result = self._service.apply(convert.node_state(request.desired), request.dry_run)
             return pb.ApplyStateResponse(
@@ -76,10 +76,12 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
 
         return self._call(context, apply)
 
-    def GetState(self, request: pb.GetStateRequest, context: Any) -> pb.NodeState:  # noqa: N802
+    def GetState(self, request: pb.GetStateRequest, context: Any) -> pb.NodeState:
         return self._call(context, lambda: convert.node_state_pb(self._service.state()))
 
-    def ReadCounters(self, request: pb.ReadCountersRequest, context: Any) -> pb.ReadCountersResponse:  # noqa: N802
+    def ReadCounters(
+        self, request: pb.ReadCountersRequest, context: Any
+    ) -> pb.ReadCountersResponse:
         def read() -> pb.ReadCountersResponse:
             now, counters = self._service.read_counters(request.flows)
             flows = {f.name: f for f in self._service.flows()}
@@ -91,8 +93,9 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                         flow=name,
                         segments=flows[name].segments,
                         role=convert.ROLE_TO_PB[flows[name].role],
-                        colours=[pb.ColourCounters(packets=c.packets, bytes=c.bytes)
-                                 for c in per_colour],
+                        colours=[
+                            pb.ColourCounters(packets=c.packets, bytes=c.bytes) for c in per_colour
+                        ],
                     )
                     for name, per_colour in counters.items()
                 ],
@@ -100,16 +103,17 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
 
         return self._call(context, read)
 
-    def ReadBlock(self, request: pb.ReadBlockRequest, context: Any) -> pb.ReadBlockResponse:  # noqa: N802
+    def ReadBlock(self, request: pb.ReadBlockRequest, context: Any) -> pb.ReadBlockResponse:
         def read() -> pb.ReadBlockResponse:
             reading = self._service.read_block(request.flows, request.block)
             roles = {f.name: f.role for f in self._service.flows()}
             return pb.ReadBlockResponse(
                 block=reading.block,
                 colour=reading.colour,
-                flows=[pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p,
-                                        bytes=b)
-                       for n, (p, b) in reading.counts.items()],
+                flows=[
+                    pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
+                    for n, (p, b) in reading.counts.items()
+                ],
             )
 
         return self._call(context, read)

@@ -106,8 +106,9 @@ def local_sid(s: LocalSid) -> LocalSid:
     if not 0 <= s.lookup_table <= MAX_TABLE:
         raise InvalidArgument(f"{where}: lookup table {s.lookup_table} is out of range")
     lookup_table = (s.lookup_table or MAIN_TABLE) if s.behaviour in NEEDS_TABLE else 0
-    return replace(s, sid=sid, nexthop=nexthop, lookup_table=lookup_table,
-                   table=_table(s.table, where))
+    return replace(
+        s, sid=sid, nexthop=nexthop, lookup_table=lookup_table, table=_table(s.table, where)
+    )
 
 
 def flow(f: MonitoredFlow) -> MonitoredFlow:

@@ -48,8 +48,12 @@ def _same_sid(want: LocalSid, have: LocalSid) -> bool:
     return replace(want, device=want.device or have.device) == have
 
 
-def _diff(desired: Sequence[T], actual: Sequence[T], key: Callable[[T], Hashable],
-          same: Callable[[T, T], bool]) -> tuple[list[T], list[T], int]:
+def _diff(
+    desired: Sequence[T],
+    actual: Sequence[T],
+    key: Callable[[T], Hashable],
+    same: Callable[[T, T], bool],
+) -> tuple[list[T], list[T], int]:
     """(to add or replace, to remove, unchanged) to turn `actual` into `desired`."""
     have = {key(a): a for a in actual}
     want = {key(d): d for d in desired}
@@ -59,8 +63,15 @@ def _diff(desired: Sequence[T], actual: Sequence[T], key: Callable[[T], Hashable
 
 
 class NodeService:
-    def __init__(self, driver: DataPlaneDriver, state_dir: Path, period_ns: int, guard_ns: int,
-                 history_blocks: int = 32, clock: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self,
+        driver: DataPlaneDriver,
+        state_dir: Path,
+        period_ns: int,
+        guard_ns: int,
+        history_blocks: int = 32,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
         self._driver = driver
         self._clock = clock
         self.blocks = BlockClock(period_ns)
@@ -87,15 +98,17 @@ class NodeService:
         state = validation.node_state(desired)
         with self._lock:
             self._check_preconditions(state)
-            pol_add, pol_del, pol_same = _diff(state.policies, self._driver.policies(),
-                                               _policy_key, _same_policy)
-            sid_add, sid_del, sid_same = _diff(state.local_sids, self._driver.local_sids(),
-                                               _sid_key, _same_sid)
-            flow_add, flow_del, flow_same = _diff(state.flows, self._driver.flows(),
-                                                  lambda f: f.name, lambda a, b: a == b)
+            pol_add, pol_del, pol_same = _diff(
+                state.policies, self._driver.policies(), _policy_key, _same_policy
+            )
+            sid_add, sid_del, sid_same = _diff(
+                state.local_sids, self._driver.local_sids(), _sid_key, _same_sid
+            )
+            flow_add, flow_del, flow_same = _diff(
+                state.flows, self._driver.flows(), lambda f: f.name, lambda a, b: a == b
+            )
             # A changed flow is removed and added again: its counters start from zero.
-            flow_del += [f for f in self._driver.flows()
-                         if f.name in {a.name for a in flow_add}]
+            flow_del += [f for f in self._driver.flows() if f.name in {a.name for a in flow_add}]
             marking_changed = state.marking != self._driver.marking()
             result = ApplyResult(
                 Changes(len(pol_add), len(pol_del), pol_same),
@@ -119,11 +132,16 @@ class NodeService:
                 self._driver.add_policy(p)
             if flow_add:
                 self._driver.update_flows(flow_add, [])
-                self._snapshots.baseline(self.blocks.block(self._clock()),
-                                         [f.name for f in flow_add])
+                self._snapshots.baseline(
+                    self.blocks.block(self._clock()), [f.name for f in flow_add]
+                )
             self._save_names(state.policies)
-            log.info("applied state policies=%s local_sids=%s flows=%s", result.policies,
-                     result.local_sids, result.flows)
+            log.info(
+                "applied state policies=%s local_sids=%s flows=%s",
+                result.policies,
+                result.local_sids,
+                result.flows,
+            )
             return result
 
     def _check_preconditions(self, state: NodeState) -> None:
@@ -132,22 +150,24 @@ class NodeService:
         problems = []
         for p in state.policies:
             if p.mode not in caps.encap_modes:
-                problems.append(f"policy {p.name!r}: this kernel does not support "
-                                f"{p.mode.value} encapsulation")
+                problems.append(
+                    f"policy {p.name!r}: this kernel does not support {p.mode.value} encapsulation"
+                )
             if p.device and p.device not in interfaces:
                 problems.append(f"policy {p.name!r}: interface {p.device!r} does not exist")
         for s in state.local_sids:
             if s.behaviour not in caps.behaviours:
-                problems.append(f"local SID {s.sid}: this kernel does not support "
-                                f"{s.behaviour.value} (supported: "
-                                f"{', '.join(sorted(b.value for b in caps.behaviours))})")
+                problems.append(
+                    f"local SID {s.sid}: this kernel does not support "
+                    f"{s.behaviour.value} (supported: "
+                    f"{', '.join(sorted(b.value for b in caps.behaviours))})"
+                )
             if s.device and s.device not in interfaces:
                 problems.append(f"local SID {s.sid}: interface {s.device!r} does not exist")
         for f in state.flows:
             missing = sorted(set(f.interfaces) - interfaces)
             if missing:
-                problems.append(f"flow {f.name!r}: interface(s) {', '.join(missing)} "
-                                "do not exist")
+                problems.append(f"flow {f.name!r}: interface(s) {', '.join(missing)} do not exist")
         if len(state.flows) > caps.max_flows:
             problems.append(f"{len(state.flows)} flows exceed this node's {caps.max_flows}")
         if problems:
@@ -164,10 +184,16 @@ class NodeService:
         if self._names_file.exists():
             names = {(p, t): n for p, t, n in json.loads(self._names_file.read_text())}
         with self._lock:
-            policies = tuple(replace(p, name=names.get(_policy_key(p), p.prefix))
-                             for p in self._driver.policies())
-            return NodeState(self._driver.marking(), policies,
-                             tuple(self._driver.local_sids()), tuple(self._driver.flows()))
+            policies = tuple(
+                replace(p, name=names.get(_policy_key(p), p.prefix))
+                for p in self._driver.policies()
+            )
+            return NodeState(
+                self._driver.marking(),
+                policies,
+                tuple(self._driver.local_sids()),
+                tuple(self._driver.flows()),
+            )
 
     # ---- counters ----------------------------------------------------------------------------
 
@@ -197,22 +223,28 @@ class NodeService:
                 raise FailedPrecondition(
                     f"block {block} is not readable yet: its counters are stable from "
                     f"{_iso(self.blocks.readable_from(block, self.guard_ns))} "
-                    f"(now {_iso(now)}, block {current})")
+                    f"(now {_iso(now)}, block {current})"
+                )
             if end is None or not end.complete:
                 raise FailedPrecondition(
                     f"block {block} was not read inside its safe window (block {block + 1}); "
-                    "the node manager was not running then")
-            missing = [n for n in names if start is None or n not in start.counts
-                       or n not in end.counts]
+                    "the node manager was not running then"
+                )
+            missing = [
+                n for n in names if start is None or n not in start.counts or n not in end.counts
+            ]
             if missing:
                 raise FailedPrecondition(
                     f"no baseline for block {block} of flow(s) {', '.join(missing)}: they were "
-                    f"not monitored (or the node manager was down) in block {block - 1}")
+                    f"not monitored (or the node manager was down) in block {block - 1}"
+                )
             width = self._driver.capabilities().counter_width_bits
-            assert start is not None  # noqa: S101 - narrowed by `missing` above
+            assert start is not None
             counts = {
-                n: (counter_delta(end.counts[n][0], start.counts[n][0], width),
-                    counter_delta(end.counts[n][1], start.counts[n][1], width))
+                n: (
+                    counter_delta(end.counts[n][0], start.counts[n][0], width),
+                    counter_delta(end.counts[n][1], start.counts[n][1], width),
+                )
                 for n in names
             }
             return BlockReading(block, colour(block), counts)
@@ -250,8 +282,9 @@ class NodeService:
             except Exception:
                 log.exception("block snapshot failed")
             current = self.blocks.block(self._clock())
-            next_read = self.blocks.start(current + 1) + max(self.blocks.period_ns // 2,
-                                                             self.guard_ns)
+            next_read = self.blocks.start(current + 1) + max(
+                self.blocks.period_ns // 2, self.guard_ns
+            )
             self._stop.wait(max(0.0, (next_read - self._clock()) / 1e9))
 
 

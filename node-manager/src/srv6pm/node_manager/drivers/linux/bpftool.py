@@ -31,7 +31,7 @@ class BpftoolError(FailedPrecondition):
 
 
 class _ObjGetAttr(ctypes.Structure):
-    _fields_ = (  # noqa: RUF012 - ctypes layout of union bpf_attr for BPF_OBJ_GET
+    _fields_ = (
         ("pathname", ctypes.c_uint64),
         ("bpf_fd", ctypes.c_uint32),
         ("file_flags", ctypes.c_uint32),
@@ -44,8 +44,11 @@ def obj_get(path: Path) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     name = ctypes.create_string_buffer(os.fsencode(path))
     attr = _ObjGetAttr(pathname=ctypes.addressof(name))
-    fd = int(libc.syscall(SYS_BPF[platform.machine()], BPF_OBJ_GET, ctypes.byref(attr),
-                          ctypes.sizeof(attr)))
+    fd = int(
+        libc.syscall(
+            SYS_BPF[platform.machine()], BPF_OBJ_GET, ctypes.byref(attr), ctypes.sizeof(attr)
+        )
+    )
     if fd < 0:
         err = ctypes.get_errno()
         raise BpftoolError(f"cannot open pinned eBPF object {path}: {os.strerror(err)}")
@@ -61,8 +64,9 @@ class Bpftool:
         self._binary = binary
 
     def run(self, *args: str) -> Any:
-        proc = subprocess.run([self._binary, "-j", *args], capture_output=True, text=True,
-                              check=False)
+        proc = subprocess.run(
+            [self._binary, "-j", *args], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
             detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
             raise BpftoolError(f"bpftool {' '.join(args[:3])}: {' / '.join(detail[-3:])}")

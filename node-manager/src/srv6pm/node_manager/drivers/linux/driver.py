@@ -18,8 +18,14 @@ from .routes import Routes
 class LinuxDriver:
     """Programs one network namespace (`netns`, or the node manager's own when empty)."""
 
-    def __init__(self, bpf_dir: Path, state_dir: Path, period_ns: int, netns: str = "",
-                 bpf_object: Path | None = None) -> None:
+    def __init__(
+        self,
+        bpf_dir: Path,
+        state_dir: Path,
+        period_ns: int,
+        netns: str = "",
+        bpf_object: Path | None = None,
+    ) -> None:
         self._ipr = IPRoute(netns=netns) if netns else IPRoute()
         self._routes = Routes(self._ipr)
         behaviours, modes = self._routes.probe()

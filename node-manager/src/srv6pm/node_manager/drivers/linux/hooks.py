@@ -72,8 +72,17 @@ class Hooks:
         fd = obj_get(program)
         try:
             self._ipr.tc(
-                "replace-filter", "bpf", index, handle=1, fd=fd, name=name, parent=hook.parent,
-                prio=HOOK_PRIO, protocol=ETH_P_ALL, classid=1, direct_action=True,
+                "replace-filter",
+                "bpf",
+                index,
+                handle=1,
+                fd=fd,
+                name=name,
+                parent=hook.parent,
+                prio=HOOK_PRIO,
+                protocol=ETH_P_ALL,
+                classid=1,
+                direct_action=True,
             )
         finally:
             os.close(fd)
@@ -83,11 +92,18 @@ class Hooks:
         if index is None:
             return
         try:
-            self._ipr.tc("del-filter", "bpf", index, handle=1, parent=hook.parent,
-                         prio=HOOK_PRIO, protocol=ETH_P_ALL)
+            self._ipr.tc(
+                "del-filter",
+                "bpf",
+                index,
+                handle=1,
+                parent=hook.parent,
+                prio=HOOK_PRIO,
+                protocol=ETH_P_ALL,
+            )
         except NetlinkError as e:
             if e.code not in (errno.ENOENT, errno.EINVAL):
                 raise
 
 
-assert TC_H_CLSACT == 0xFFFFFFF1  # noqa: S101 - the parents above derive from it
+assert TC_H_CLSACT == 0xFFFFFFF1

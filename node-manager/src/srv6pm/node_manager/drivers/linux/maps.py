@@ -35,10 +35,12 @@ def counter_index(slot: int, colour: int) -> bytes:
     return _U32.pack(slot * 2 + colour)
 
 
-def config_value(period_ns: int, tai_offset_ns: int, generation: int, monitored_bit: int,
-                 colour_bit: int) -> bytes:
-    return _CONFIG.pack(period_ns, tai_offset_ns, generation & 0xFFFFFFFF, monitored_bit,
-                        colour_bit, 0)
+def config_value(
+    period_ns: int, tai_offset_ns: int, generation: int, monitored_bit: int, colour_bit: int
+) -> bytes:
+    return _CONFIG.pack(
+        period_ns, tai_offset_ns, generation & 0xFFFFFFFF, monitored_bit, colour_bit, 0
+    )
 
 
 def parse_config(raw: bytes) -> tuple[int, int, int, int, int]:

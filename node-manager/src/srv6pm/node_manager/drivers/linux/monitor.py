@@ -58,8 +58,15 @@ def default_object() -> Path:
 
 
 class Monitor:
-    def __init__(self, bpf_dir: Path, state_dir: Path, hooks: Hooks, period_ns: int,
-                 bpf_object: Path | None = None, bpftool: Bpftool | None = None) -> None:
+    def __init__(
+        self,
+        bpf_dir: Path,
+        state_dir: Path,
+        hooks: Hooks,
+        period_ns: int,
+        bpf_object: Path | None = None,
+        bpftool: Bpftool | None = None,
+    ) -> None:
         self._obj = bpf_object or default_object()
         if not self._obj.exists():
             raise FailedPrecondition(f"eBPF object {self._obj} is missing: run `make bpf`")
@@ -125,8 +132,9 @@ class Monitor:
     # ---- marking -----------------------------------------------------------------------------
 
     def _current_marking(self) -> Marking:
-        out = self._tool.run("map", "lookup", "pinned", self._map(maps.CONFIG), "key", "hex",
-                             *hexbytes(bytes(4)))
+        out = self._tool.run(
+            "map", "lookup", "pinned", self._map(maps.CONFIG), "key", "hex", *hexbytes(bytes(4))
+        )
         raw = _bytes(out["value"])
         period, offset, _, monitored, colour = maps.parse_config(raw)
         if period != self._period_ns or offset != tai_offset_ns() or not monitored:
@@ -137,10 +145,25 @@ class Monitor:
         return Marking(monitored, colour)
 
     def _write_config(self, marking: Marking) -> None:
-        value = maps.config_value(self._period_ns, tai_offset_ns(), time.monotonic_ns() >> 20,
-                                  marking.monitored_bit, marking.colour_bit)
-        self._tool.run("map", "update", "pinned", self._map(maps.CONFIG), "key", "hex",
-                       *hexbytes(bytes(4)), "value", "hex", *hexbytes(value))
+        value = maps.config_value(
+            self._period_ns,
+            tai_offset_ns(),
+            time.monotonic_ns() >> 20,
+            marking.monitored_bit,
+            marking.colour_bit,
+        )
+        self._tool.run(
+            "map",
+            "update",
+            "pinned",
+            self._map(maps.CONFIG),
+            "key",
+            "hex",
+            *hexbytes(bytes(4)),
+            "value",
+            "hex",
+            *hexbytes(value),
+        )
 
     def marking(self) -> Marking:
         return self._marking
@@ -159,9 +182,12 @@ class Monitor:
         """Flows from the state file that the flows map still holds, with the same slot."""
         if not self._state_file.exists():
             return {}
-        saved = [InstalledFlow(f["name"], tuple(f["segments"]), Role(f["role"]),
-                               tuple(f["interfaces"]), f["slot"])
-                 for f in json.loads(self._state_file.read_text())]
+        saved = [
+            InstalledFlow(
+                f["name"], tuple(f["segments"]), Role(f["role"]), tuple(f["interfaces"]), f["slot"]
+            )
+            for f in json.loads(self._state_file.read_text())
+        ]
         entries = self._tool.run("map", "dump", "pinned", self._map(maps.FLOWS)) or []
         found = {_bytes(e["key"]): _bytes(e["value"]) for e in entries}
         kept = {}
@@ -181,8 +207,16 @@ class Monitor:
         removed = [self._flows[f.name] for f in remove if f.name in self._flows]
         # Remove first (map, then state file), so re-adding a flow under a new role works.
         self._tool.batch(
-            ["map", "delete", "pinned", self._map(maps.FLOWS), "key", "hex",
-             *hexbytes(maps.flow_key(flow_key(f.segments)))] for f in removed
+            [
+                "map",
+                "delete",
+                "pinned",
+                self._map(maps.FLOWS),
+                "key",
+                "hex",
+                *hexbytes(maps.flow_key(flow_key(f.segments))),
+            ]
+            for f in removed
         )
         for f in removed:
             del self._flows[f.name]
@@ -192,20 +226,44 @@ class Monitor:
         free = (s for s in range(maps.MAX_FLOWS) if s not in used)
         if len(used) + len(add) > maps.MAX_FLOWS:
             raise FailedPrecondition(
-                f"{len(used) + len(add)} monitored flows exceed this node's {maps.MAX_FLOWS}")
-        installed = [InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free))
-                     for f in add]
+                f"{len(used) + len(add)} monitored flows exceed this node's {maps.MAX_FLOWS}"
+            )
+        installed = [
+            InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free)) for f in add
+        ]
         self._check_keys(installed)
         self._save_flows([*self._flows.values(), *installed])  # intent first: slots are ours
         commands: list[list[str]] = []
         for f in installed:
             for colour in (0, 1):  # a reused slot starts from zero
-                commands.append(["map", "update", "pinned", self._map(maps.COUNTERS), "key",
-                                 "hex", *hexbytes(maps.counter_index(f.slot, colour)), "value",
-                                 "hex", *hexbytes(maps.ZERO_COUNTER)])
-            commands.append(["map", "update", "pinned", self._map(maps.FLOWS), "key", "hex",
-                             *hexbytes(maps.flow_key(flow_key(f.segments))), "value", "hex",
-                             *hexbytes(maps.flow_value(f.slot, f.role, f.segments))])
+                commands.append(
+                    [
+                        "map",
+                        "update",
+                        "pinned",
+                        self._map(maps.COUNTERS),
+                        "key",
+                        "hex",
+                        *hexbytes(maps.counter_index(f.slot, colour)),
+                        "value",
+                        "hex",
+                        *hexbytes(maps.ZERO_COUNTER),
+                    ]
+                )
+            commands.append(
+                [
+                    "map",
+                    "update",
+                    "pinned",
+                    self._map(maps.FLOWS),
+                    "key",
+                    "hex",
+                    *hexbytes(maps.flow_key(flow_key(f.segments))),
+                    "value",
+                    "hex",
+                    *hexbytes(maps.flow_value(f.slot, f.role, f.segments)),
+                ]
+            )
         self._tool.batch(commands)
         self._flows.update((f.name, f) for f in installed)
         self.sync_hooks()
@@ -216,16 +274,25 @@ class Monitor:
             other = keys.setdefault(flow_key(f.segments), f.name)
             if other != f.name:
                 raise FailedPrecondition(
-                    f"flows {other!r} and {f.name!r} fold to the same 64-bit key; rename a SID")
+                    f"flows {other!r} and {f.name!r} fold to the same 64-bit key; rename a SID"
+                )
 
     # ---- counters ----------------------------------------------------------------------------
 
     def read_counters(self, names: Iterable[str]) -> Mapping[str, FlowCounters]:
         flows = [self._flows[n] for n in names if n in self._flows]
         out = self._tool.batch(
-            ["map", "lookup", "pinned", self._map(maps.COUNTERS), "key", "hex",
-             *hexbytes(maps.counter_index(f.slot, colour))]
-            for f in flows for colour in (0, 1)
+            [
+                "map",
+                "lookup",
+                "pinned",
+                self._map(maps.COUNTERS),
+                "key",
+                "hex",
+                *hexbytes(maps.counter_index(f.slot, colour)),
+            ]
+            for f in flows
+            for colour in (0, 1)
         )
         result: dict[str, FlowCounters] = {}
         for i, f in enumerate(flows):
@@ -239,8 +306,9 @@ def _bytes(hex_list: list[str]) -> bytes:
 
 def _sum(entry: dict[str, list[dict[str, dict[str, int]]]]) -> ColourCount:
     per_cpu = entry["formatted"]["values"]  # type: ignore[call-overload]
-    return ColourCount(sum(c["value"]["packets"] for c in per_cpu),
-                       sum(c["value"]["bytes"] for c in per_cpu))
+    return ColourCount(
+        sum(c["value"]["packets"] for c in per_cpu), sum(c["value"]["bytes"] for c in per_cpu)
+    )
 
 
 def _write_json(path: Path, data: object) -> None:

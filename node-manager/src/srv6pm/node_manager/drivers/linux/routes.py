@@ -133,7 +133,9 @@ class Routes:
         try:
             route = self._ipr.route("get", dst=address)[0]
         except NetlinkError:
-            raise FailedPrecondition(f"no route to the first SID {address}: name a device") from None
+            raise FailedPrecondition(
+                f"no route to the first SID {address}: name a device"
+            ) from None
         return int(route.get("oif"))
 
     def _any_interface(self) -> int:
@@ -155,8 +157,9 @@ class Routes:
                 self.remove_local_sid(sid)
         modes = set()
         for i, m in enumerate(EncapMode):
-            pol = SrPolicy("", f"fc00:ffff:fffe:{i + 1:x}::/64", ("fc00:ffff::1",), m, "lo",
-                           PROBE_TABLE)  # only probed, never used: lo is fine here
+            pol = SrPolicy(
+                "", f"fc00:ffff:fffe:{i + 1:x}::/64", ("fc00:ffff::1",), m, "lo", PROBE_TABLE
+            )  # only probed, never used: lo is fine here
             if self._try(lambda p=pol: self.add_policy(p)):
                 modes.add(m)
                 self.remove_policy(pol)

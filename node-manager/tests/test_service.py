@@ -1,0 +1,180 @@
+"""NodeService over an in-memory driver: diffing, idempotence and the block read window.
+The same behaviours are tested against the real kernel driver in tests/ (lab)."""
+
+from dataclasses import dataclass, field
+
+import pytest
+from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
+from srv6pm.node_manager.domain.model import (
+    Behaviour,
+    EncapMode,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    Role,
+    SrPolicy,
+)
+from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
+from srv6pm.node_manager.service.node import NodeService
+
+S = 1_000_000_000
+FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",))
+
+
+@dataclass
+class MemoryDriver:
+    pols: list = field(default_factory=list)
+    sids: list = field(default_factory=list)
+    monitored: list = field(default_factory=list)
+    mark: Marking = field(default_factory=Marking)
+    counts: dict = field(default_factory=dict)
+    calls: int = 0
+
+    def capabilities(self):
+        return Capabilities(
+            "memory", frozenset(Behaviour) - {Behaviour.END_DT4}, frozenset(EncapMode), 100, 64
+        )
+
+    def interfaces(self):
+        return frozenset({"lo", "r1-r2"})
+
+    def policies(self):
+        return [
+            p if p.device else SrPolicy("", p.prefix, p.segments, p.mode, "r1-r2", p.table)
+            for p in self.pols
+        ]
+
+    def add_policy(self, p):
+        self.calls += 1
+        self.pols = [x for x in self.pols if x.prefix != p.prefix] + [p]
+
+    def remove_policy(self, p):
+        self.calls += 1
+        self.pols = [x for x in self.pols if x.prefix != p.prefix]
+
+    def local_sids(self):
+        return list(self.sids)
+
+    def add_local_sid(self, s):
+        self.calls += 1
+        self.sids.append(s)
+
+    def remove_local_sid(self, s):
+        self.calls += 1
+        self.sids.remove(s)
+
+    def flows(self):
+        return list(self.monitored)
+
+    def update_flows(self, add, remove):
+        self.calls += 1
+        names = {f.name for f in remove}
+        self.monitored = [f for f in self.monitored if f.name not in names] + list(add)
+        for f in add:
+            self.counts[f.name] = [0, 0]
+
+    def marking(self):
+        return self.mark
+
+    def set_marking(self, m):
+        self.mark = m
+
+    def read_counters(self, names):
+        return {
+            n: tuple(ColourCount(self.counts[n][c], 100 * self.counts[n][c]) for c in (0, 1))
+            for n in names
+        }
+
+    def close(self):
+        pass
+
+
+class Clock:
+    def __init__(self, now):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def node(tmp_path):
+    driver = MemoryDriver()
+    clock = Clock(1000 * S + S // 10)  # block 500 (T = 2 s), just after its start
+    service = NodeService(driver, tmp_path, 2 * S, S // 4, clock=clock)
+    return service, driver, clock
+
+
+STATE = NodeState(
+    policies=(SrPolicy("to-h2", "fd00:2::/64", FLOW.segments),),
+    local_sids=(LocalSid("fc00:0:1::d6", Behaviour.END_DT6),),
+    flows=(FLOW,),
+)
+
+
+def test_applying_the_same_state_twice_changes_nothing(node):
+    service, driver, _ = node
+    first = service.apply(STATE)
+    assert (first.policies.added, first.local_sids.added, first.flows.added) == (1, 1, 1)
+    calls = driver.calls
+    second = service.apply(STATE)
+    assert (second.policies.unchanged, second.local_sids.unchanged, second.flows.unchanged) == (
+        1,
+        1,
+        1,
+    )
+    assert (second.policies.added, second.flows.added, second.flows.removed) == (0, 0, 0)
+    assert driver.calls == calls
+
+
+def test_dry_run_reports_without_changing(node):
+    service, driver, _ = node
+    result = service.apply(STATE, dry_run=True)
+    assert result.flows.added == 1
+    assert driver.calls == 0
+
+
+def test_unsupported_behaviour_is_a_precondition_and_changes_nothing(node):
+    service, driver, _ = node
+    bad = NodeState(local_sids=(LocalSid("fc00::1", Behaviour.END_DT4),), flows=(FLOW,))
+    with pytest.raises(FailedPrecondition, match=r"does not support End\.DT4"):
+        service.apply(bad)
+    with pytest.raises(FailedPrecondition, match=r"interface\(s\) eth9 do not exist"):
+        service.apply(NodeState(flows=(MonitoredFlow("g", ("fc00::1",), Role.EGRESS, ("eth9",)),)))
+    assert driver.calls == 0
+
+
+def test_block_is_the_difference_of_snapshots_around_it(node):
+    service, driver, clock = node
+    service.apply(STATE)  # block 500: baseline zero for the flow
+    clock.now = 1002 * S + S // 10  # block 501: colour 1 counts
+    driver.counts["f"][1] += 7
+    clock.now = 1004 * S + S // 2  # block 502, past the guard: block 501 is readable
+    reading = service.read_block([], 501)
+    assert (reading.colour, reading.counts) == (1, {"f": (7, 700)})
+
+
+def test_a_block_still_counting_is_refused(node):
+    service, _, clock = node
+    service.apply(STATE)
+    clock.now = 1002 * S + S // 10
+    with pytest.raises(FailedPrecondition, match="block 501 is not readable yet"):
+        service.read_block([], 501)
+    clock.now = 1004 * S + S // 10  # inside the guard after the block's end
+    with pytest.raises(FailedPrecondition, match="not readable yet"):
+        service.read_block([], 501)
+
+
+def test_a_block_without_baseline_is_refused(node):
+    service, _, clock = node
+    service.apply(STATE)
+    clock.now = 1002 * S + S // 2
+    with pytest.raises(FailedPrecondition, match="no baseline for block 500"):
+        service.read_block([], 500)
+
+
+def test_unknown_flow_is_not_found(node):
+    service, _, _ = node
+    with pytest.raises(NotFound, match="nope"):
+        service.read_counters(["nope"])
