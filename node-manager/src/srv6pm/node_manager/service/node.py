@@ -76,7 +76,10 @@ class NodeService:
         self._clock = clock
         self.blocks = BlockClock(period_ns)
         self.guard_ns = guard_ns
-        self._lock = threading.Lock()
+        # Applying a large state can take longer than half a block; snapshots must not wait
+        # for it, so they have a lock of their own.
+        self._apply_lock = threading.Lock()
+        self._read_lock = threading.Lock()
         self._names_file = state_dir / "names.json"
         self._snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
         self._stop = threading.Event()
@@ -96,7 +99,7 @@ class NodeService:
 
     def apply(self, desired: NodeState, dry_run: bool = False) -> ApplyResult:
         state = validation.node_state(desired)
-        with self._lock:
+        with self._apply_lock:
             self._check_preconditions(state)
             pol_add, pol_del, pol_same = _diff(
                 state.policies, self._driver.policies(), _policy_key, _same_policy
@@ -120,8 +123,9 @@ class NodeService:
                 return result
             self._driver.set_marking(state.marking)
             if flow_del:
-                self._driver.update_flows([], flow_del)
-                self._snapshots.forget([f.name for f in flow_del])
+                with self._read_lock:
+                    self._driver.update_flows([], flow_del)
+                    self._snapshots.forget([f.name for f in flow_del])
             for p in pol_del:
                 self._driver.remove_policy(p)
             for s in sid_del:
@@ -183,7 +187,7 @@ class NodeService:
         names: dict[Hashable, str] = {}
         if self._names_file.exists():
             names = {(p, t): n for p, t, n in json.loads(self._names_file.read_text())}
-        with self._lock:
+        with self._apply_lock:
             policies = tuple(
                 replace(p, name=names.get(_policy_key(p), p.prefix))
                 for p in self._driver.policies()
@@ -206,13 +210,13 @@ class NodeService:
         return wanted
 
     def read_counters(self, requested: Iterable[str]) -> tuple[int, dict[str, FlowCounters]]:
-        with self._lock:
+        with self._read_lock:
             names = self._names(requested)
             now = self._clock()
             return now, dict(self._driver.read_counters(names))
 
     def read_block(self, requested: Iterable[str], block: int) -> BlockReading:
-        with self._lock:
+        with self._read_lock:
             names = self._names(requested)
             now = self._clock()
             self._snapshot_if_due(now)
@@ -258,6 +262,9 @@ class NodeService:
         stable = colour(current - 1)
         names = [f.name for f in self._driver.flows()]
         read = self._driver.read_counters(names)
+        if self.blocks.block(self._clock()) != current:
+            log.warning("block %d: counter read ran into the next block; not recorded", current)
+            return
         counts = {n: (c[stable].packets, c[stable].bytes) for n, c in read.items()}
         self._snapshots.record(current, counts)
 
@@ -275,10 +282,9 @@ class NodeService:
     def _run(self) -> None:
         """Snapshot at the middle of every block (RFC 9341's usual safe read point)."""
         while not self._stop.is_set():
-            now = self._clock()
             try:
-                with self._lock:
-                    self._snapshot_if_due(now)
+                with self._read_lock:
+                    self._snapshot_if_due(self._clock())  # the time of the read, not of a wait
             except Exception:
                 log.exception("block snapshot failed")
             current = self.blocks.block(self._clock())

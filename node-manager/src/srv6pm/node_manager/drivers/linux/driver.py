@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from pyroute2 import IPRoute
+from pyroute2.netns import pushns
 
 from ...domain.model import LocalSid, Marking, MonitoredFlow, SrPolicy
 from ..base import Capabilities, FlowCounters
@@ -26,7 +29,7 @@ class LinuxDriver:
         netns: str = "",
         bpf_object: Path | None = None,
     ) -> None:
-        self._ipr = IPRoute(netns=netns) if netns else IPRoute()
+        self._ipr: Any = NetnsNetlink(netns)
         self._routes = Routes(self._ipr)
         behaviours, modes = self._routes.probe()
         self._caps = Capabilities("linux", behaviours, modes, MAX_FLOWS, 64)
@@ -74,3 +77,39 @@ class LinuxDriver:
 
     def close(self) -> None:
         self._ipr.close()
+
+
+
+class NetnsNetlink:
+    """An IPRoute that lives in `netns` ('' = ours) on a thread of its own.
+
+    pyroute2 0.9 binds sockets per calling thread, and IPRoute(netns=...) serves requests from
+    a forked helper (which crashed when forked next to gRPC's threads). So one worker thread
+    enters the namespace once, owns the IPRoute, and runs every call; generators are drained
+    there too, since iterating them does netlink I/O.
+    """
+
+    def __init__(self, netns: str) -> None:
+        enter = (lambda: pushns(netns)) if netns else None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="netlink", initializer=enter)
+        self._ipr = self._pool.submit(IPRoute).result()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._ipr, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            def run() -> Any:
+                result = attr(*args, **kwargs)
+                return list(result) if isinstance(result, Iterator) else result
+
+            return self._pool.submit(run).result()
+
+        return call
+
+    def close(self) -> None:
+        self._pool.submit(self._ipr.close).result()
+        self._pool.shutdown()
+
+

@@ -218,8 +218,9 @@ class Monitor:
             ]
             for f in removed
         )
-        for f in removed:
-            del self._flows[f.name]
+        gone = {f.name for f in removed}
+        # The dict is replaced, never mutated: readers on other threads iterate it.
+        self._flows = {n: f for n, f in self._flows.items() if n not in gone}
         self._save_flows(self._flows.values())
 
         used = {f.slot for f in self._flows.values()}
@@ -265,7 +266,7 @@ class Monitor:
                 ]
             )
         self._tool.batch(commands)
-        self._flows.update((f.name, f) for f in installed)
+        self._flows = {**self._flows, **{f.name: f for f in installed}}
         self.sync_hooks()
 
     def _check_keys(self, installed: list[InstalledFlow]) -> None:

@@ -1,0 +1,87 @@
+"""Fixtures that start real things: a lab of network namespaces with one node manager per
+router. Each test session uses its own namespace prefix and ports, and tears down on failure."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from srv6pm.lab import scenario
+from srv6pm.lab.lab import Lab
+from srv6pm.lab.topology import Topology
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+
+PERIOD_S = 2.0
+GUARD_S = 0.5  # node manager default guard_ms
+
+
+def free_port_block(n: int) -> int:
+    """A base port with n free ports after it (checked, not reserved)."""
+    for _ in range(50):
+        base = 20000 + secrets.randbelow(30000)
+        try:
+            for port in range(base, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free ports")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    if os.geteuid() != 0:
+        pytest.fail("lab tests need root (network namespaces, eBPF)")
+    topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
+    instance = Lab(topology, prefix=f"t{secrets.token_hex(3)}", base_port=free_port_block(3))
+    try:
+        instance.up()
+        scenario.apply(instance)
+        with contextlib.ExitStack() as sinks:
+            # Listeners on both hosts: a closed port would answer with ICMPv6 errors, which are
+            # real packets of the reverse flow and would be counted.
+            for host in ("h1", "h2"):
+                sinks.enter_context(instance.receive_udp(host, idle=3600, timeout=3600))
+            yield instance
+    finally:
+        instance.down()
+
+
+class Blocks:
+    """Wall-clock block helpers for a lab running with PERIOD_S."""
+
+    @staticmethod
+    def current() -> int:
+        return int(time.time() // PERIOD_S)
+
+    @staticmethod
+    def start(block: int) -> float:
+        return block * PERIOD_S
+
+    @classmethod
+    def next(cls, margin: float = 0.15) -> int:
+        """Sleep until `margin` into the next block; its number."""
+        block = cls.current() + 1
+        time.sleep(max(0.0, cls.start(block) + margin - time.time()))
+        return block
+
+    @classmethod
+    def wait_readable(cls, block: int) -> None:
+        time.sleep(max(0.0, cls.start(block + 1) + GUARD_S + 0.1 - time.time()))
+
+
+def block_packets(lab: Lab, router: str, block: int) -> dict[str, int]:
+    reply = scenario.stub(lab, router).ReadBlock(pb.ReadBlockRequest(block=block))
+    return {f.flow: f.packets for f in reply.flows}
+
+
+@pytest.fixture
+def blocks() -> type[Blocks]:
+    return Blocks
