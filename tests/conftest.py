@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.topology import Topology

@@ -8,7 +8,6 @@ import time
 import grpc
 import pytest
 from conftest import block_packets
-
 from srv6pm.lab import scenario
 from srv6pm.lab.scenario import FORWARD, H1, H2, REVERSE
 from srv6pm.proto.v1 import node_manager_pb2 as pb
@@ -84,8 +83,13 @@ def test_state_not_created_by_the_node_manager_is_never_touched(lab):
     lab.exec("r1", ["ip", "-6", "route", "add", "fd00:99::/64", "via", "fcf0:12::2"], check=True)
     try:
         scenario.apply(lab)
-        routes = lab.exec("r1", ["ip", "-6", "route", "show", "fd00:99::/64"],
-                          capture_output=True, text=True, check=True).stdout
+        routes = lab.exec(
+            "r1",
+            ["ip", "-6", "route", "show", "fd00:99::/64"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "fd00:99::/64 via fcf0:12::2" in routes
     finally:
         lab.exec("r1", ["ip", "-6", "route", "del", "fd00:99::/64"], check=False)
@@ -100,18 +104,36 @@ def _code(call) -> tuple[grpc.StatusCode, str]:
 @pytest.mark.parametrize(
     ("mutate", "code", "message"),
     [
-        (lambda s: s.flows[0].segments.append("fc00::zz"), grpc.StatusCode.INVALID_ARGUMENT,
-         "not an IPv6 address"),
-        (lambda s: s.flows[0].segments.extend(f"fc00::{i}" for i in range(1, 16)),
-         grpc.StatusCode.INVALID_ARGUMENT, "1 to 16 SIDs, got 17"),
-        (lambda s: s.flows[0].interfaces.append("eth42"), grpc.StatusCode.FAILED_PRECONDITION,
-         "eth42"),
-        (lambda s: s.flows.append(s.flows[0]), grpc.StatusCode.INVALID_ARGUMENT,
-         "duplicate flow names"),
-        (lambda s: s.local_sids.add(sid="fc00:0:1::d4", behaviour=pb.BEHAVIOUR_END_DT4),
-         grpc.StatusCode.FAILED_PRECONDITION, "does not support End.DT4"),
-        (lambda s: s.local_sids.add(sid="fc00:0:1::99", behaviour=42),
-         grpc.StatusCode.INVALID_ARGUMENT, "unknown value 42"),
+        (
+            lambda s: s.flows[0].segments.append("fc00::zz"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not an IPv6 address",
+        ),
+        (
+            lambda s: s.flows[0].segments.extend(f"fc00::{i}" for i in range(1, 16)),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "1 to 16 SIDs, got 17",
+        ),
+        (
+            lambda s: s.flows[0].interfaces.append("eth42"),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "eth42",
+        ),
+        (
+            lambda s: s.flows.append(s.flows[0]),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "duplicate flow names",
+        ),
+        (
+            lambda s: s.local_sids.add(sid="fc00:0:1::d4", behaviour=pb.BEHAVIOUR_END_DT4),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "does not support End.DT4",
+        ),
+        (
+            lambda s: s.local_sids.add(sid="fc00:0:1::99", behaviour=42),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "unknown value 42",
+        ),
     ],
 )
 def test_bad_input_is_refused_clearly_and_changes_nothing(lab, mutate, code, message):
@@ -142,9 +164,15 @@ def test_info_reports_what_this_kernel_can_do(lab):
 
 
 def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
-    extra = [pb.MonitoredFlow(name=f"bulk-{i}", segments=[f"fc00:0:9::{i:x}", "fc00:0:3::d6"],
-                              role=pb.ROLE_INGRESS, interfaces=[lab.interface("r1", "r2")])
-             for i in range(10_000)]
+    extra = [
+        pb.MonitoredFlow(
+            name=f"bulk-{i}",
+            segments=[f"fc00:0:9::{i:x}", "fc00:0:3::d6"],
+            role=pb.ROLE_INGRESS,
+            interfaces=[lab.interface("r1", "r2")],
+        )
+        for i in range(10_000)
+    ]
     desired = scenario.desired_states(lab)["r1"]
     desired.flows.extend(extra)
     stub = scenario.stub(lab, "r1")
@@ -157,9 +185,9 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
         lab.send_udp("h1", H2, 123, interval=0.0005)
         blocks.wait_readable(block)
         got = scenario.stub(lab, "r1").ReadBlock(
-            pb.ReadBlockRequest(block=block, flows=[FORWARD, "bulk-0", "bulk-9999"]))
-        assert {f.flow: f.packets for f in got.flows} == {FORWARD: 123, "bulk-0": 0,
-                                                          "bulk-9999": 0}
+            pb.ReadBlockRequest(block=block, flows=[FORWARD, "bulk-0", "bulk-9999"])
+        )
+        assert {f.flow: f.packets for f in got.flows} == {FORWARD: 123, "bulk-0": 0, "bulk-9999": 0}
         assert block_packets(lab, "r3", block)[FORWARD] == 123
     finally:
         scenario.apply(lab)

@@ -216,7 +216,7 @@ class Lab:
             str(self.bpf_dir(router)),
             "--state-dir",
             str(self.state_dir / router),
-            "--period",
+            "--period-s",
             f"{self.topology.period_s:g}",
         ]
 

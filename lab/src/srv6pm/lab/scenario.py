@@ -17,13 +17,27 @@ REVERSE_SIDS = ("fc00:0:2::e", "fc00:0:1::d6")  # End at r2, End.DT6 at r1
 H1, H2 = "fd00:1::2", "fd00:2::2"
 
 
-def _flows(lab: Lab, router: str, forward: int, reverse: int, fwd_peer: str,
-           rev_peer: str) -> list[pb.MonitoredFlow]:
+def _flows(
+    lab: Lab,
+    router: str,
+    forward: pb.Role,
+    reverse: pb.Role,
+    fwd_peer: str,
+    rev_peer: str,
+) -> list[pb.MonitoredFlow]:
     return [
-        pb.MonitoredFlow(name=FORWARD, segments=FORWARD_SIDS, role=forward,
-                         interfaces=[lab.interface(router, fwd_peer)]),
-        pb.MonitoredFlow(name=REVERSE, segments=REVERSE_SIDS, role=reverse,
-                         interfaces=[lab.interface(router, rev_peer)]),
+        pb.MonitoredFlow(
+            name=FORWARD,
+            segments=FORWARD_SIDS,
+            role=forward,
+            interfaces=[lab.interface(router, fwd_peer)],
+        ),
+        pb.MonitoredFlow(
+            name=REVERSE,
+            segments=REVERSE_SIDS,
+            role=reverse,
+            interfaces=[lab.interface(router, rev_peer)],
+        ),
     ]
 
 
@@ -31,8 +45,14 @@ def desired_states(lab: Lab) -> dict[str, pb.NodeState]:
     """What each router must hold for the scenario."""
     return {
         "r1": pb.NodeState(
-            policies=[pb.SrPolicy(name="to-h2", prefix="fd00:2::/64", segments=FORWARD_SIDS,
-                                  mode=pb.ENCAP_MODE_ENCAP)],
+            policies=[
+                pb.SrPolicy(
+                    name="to-h2",
+                    prefix="fd00:2::/64",
+                    segments=FORWARD_SIDS,
+                    mode=pb.ENCAP_MODE_ENCAP,
+                )
+            ],
             local_sids=[pb.LocalSid(sid="fc00:0:1::d6", behaviour=pb.BEHAVIOUR_END_DT6)],
             flows=_flows(lab, "r1", pb.ROLE_INGRESS, pb.ROLE_EGRESS, "r2", "r2"),
         ),
@@ -41,8 +61,14 @@ def desired_states(lab: Lab) -> dict[str, pb.NodeState]:
             flows=_flows(lab, "r2", pb.ROLE_TRANSIT, pb.ROLE_TRANSIT, "r1", "r3"),
         ),
         "r3": pb.NodeState(
-            policies=[pb.SrPolicy(name="to-h1", prefix="fd00:1::/64", segments=REVERSE_SIDS,
-                                  mode=pb.ENCAP_MODE_ENCAP)],
+            policies=[
+                pb.SrPolicy(
+                    name="to-h1",
+                    prefix="fd00:1::/64",
+                    segments=REVERSE_SIDS,
+                    mode=pb.ENCAP_MODE_ENCAP,
+                )
+            ],
             local_sids=[pb.LocalSid(sid="fc00:0:3::d6", behaviour=pb.BEHAVIOUR_END_DT6)],
             flows=_flows(lab, "r3", pb.ROLE_EGRESS, pb.ROLE_INGRESS, "r2", "r2"),
         ),
@@ -50,11 +76,14 @@ def desired_states(lab: Lab) -> dict[str, pb.NodeState]:
 
 
 def stub(lab: Lab, router: str) -> pb_grpc.NodeManagerStub:
-    channel = grpc.insecure_channel(lab.grpc_address(router),
-                                    options=[("grpc.max_send_message_length", 64 << 20)])
+    channel = grpc.insecure_channel(
+        lab.grpc_address(router), options=[("grpc.max_send_message_length", 64 << 20)]
+    )
     return pb_grpc.NodeManagerStub(channel)
 
 
 def apply(lab: Lab) -> dict[str, pb.ApplyStateResponse]:
-    return {router: stub(lab, router).ApplyState(pb.ApplyStateRequest(desired=state))
-            for router, state in desired_states(lab).items()}
+    return {
+        router: stub(lab, router).ApplyState(pb.ApplyStateRequest(desired=state))
+        for router, state in desired_states(lab).items()
+    }

@@ -57,3 +57,19 @@ class Settings(BaseSettings):
     def from_file(cls, path: Path, **overrides: object) -> Settings:
         data = yaml.safe_load(path.read_text()) or {}
         return cls(**{**data, **overrides})
+
+
+def settings_markdown() -> str:
+    """The settings table of docs/CONFIGURATION.md, generated from the model."""
+    rows = ["| setting | env | flag | default | meaning |", "|---|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = field.default if field.default is not None else "(packaged)"
+        rows.append(
+            f"| {name} | SRV6PM_{name.upper()} | --{name.replace('_', '-')} | "
+            f"{default} | {field.description} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")

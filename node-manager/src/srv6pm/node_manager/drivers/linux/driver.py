@@ -79,7 +79,6 @@ class LinuxDriver:
         self._ipr.close()
 
 
-
 class NetnsNetlink:
     """An IPRoute that lives in `netns` ('' = ours) on a thread of its own.
 
@@ -111,5 +110,3 @@ class NetnsNetlink:
     def close(self) -> None:
         self._pool.submit(self._ipr.close).result()
         self._pool.shutdown()
-
-

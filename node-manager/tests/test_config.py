@@ -1,0 +1,21 @@
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from srv6pm.node_manager.config import Settings, settings_markdown
+
+DOC = Path(__file__).parents[2] / "docs" / "CONFIGURATION.md"
+
+
+def test_configuration_doc_lists_every_setting_as_the_code_defines_it():
+    assert settings_markdown() in DOC.read_text()
+
+
+def test_guard_must_leave_the_block_readable_before_its_colour_returns():
+    with pytest.raises(ValidationError, match="below half the period"):
+        Settings(period_s=1, guard_ms=500)
+
+
+def test_environment_variables_configure_the_node_manager(monkeypatch):
+    monkeypatch.setenv("SRV6PM_PERIOD_S", "2.5")
+    assert Settings().period_ns == 2_500_000_000
