@@ -71,7 +71,7 @@ def test_lab_names_and_ports() -> None:
         "/sys/fs/bpf/srv6pm/other-r2",
         "--state-dir",
         "/run/srv6pm/lab/other/r2",
-        "--period",
+        "--period-s",
         "10",
     ]
     with pytest.raises(Exception, match="invalid prefix"):

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -23,11 +24,12 @@ from ...domain.flowkey import flow_key
 from ...domain.model import Marking, MonitoredFlow, Role
 from ..base import ColourCount, FlowCounters
 from . import maps
-from .bpftool import Bpftool, ensure_bpffs, hexbytes
+from .bpftool import Bpftool, ensure_bpffs, hexbytes, read_percpu_array
 from .hooks import Hook, Hooks
 
 log = logging.getLogger(__name__)
 
+_COUNTER = struct.Struct("<QQ")
 MARK = "srv6pm_mark"
 COUNT = "srv6pm_count"
 
@@ -281,23 +283,14 @@ class Monitor:
     # ---- counters ----------------------------------------------------------------------------
 
     def read_counters(self, names: Iterable[str]) -> Mapping[str, FlowCounters]:
-        flows = [self._flows[n] for n in names if n in self._flows]
-        out = self._tool.batch(
-            [
-                "map",
-                "lookup",
-                "pinned",
-                self._map(maps.COUNTERS),
-                "key",
-                "hex",
-                *hexbytes(maps.counter_index(f.slot, colour)),
-            ]
-            for f in flows
-            for colour in (0, 1)
-        )
+        flows = dict(self._flows)  # replaced, never mutated, by update_flows
+        raw = read_percpu_array(self._maps_dir / maps.COUNTERS, 2 * maps.MAX_FLOWS, 16)
+        cpus = len(raw) // (2 * maps.MAX_FLOWS * 16)
         result: dict[str, FlowCounters] = {}
-        for i, f in enumerate(flows):
-            result[f.name] = (_sum(out[2 * i]), _sum(out[2 * i + 1]))
+        for name in names:
+            if name in flows:
+                slot = flows[name].slot
+                result[name] = (_sum(raw, 2 * slot, cpus), _sum(raw, 2 * slot + 1, cpus))
         return result
 
 
@@ -305,11 +298,14 @@ def _bytes(hex_list: list[str]) -> bytes:
     return bytes(int(b, 16) for b in hex_list)
 
 
-def _sum(entry: dict[str, list[dict[str, dict[str, int]]]]) -> ColourCount:
-    per_cpu = entry["formatted"]["values"]  # type: ignore[call-overload]
-    return ColourCount(
-        sum(c["value"]["packets"] for c in per_cpu), sum(c["value"]["bytes"] for c in per_cpu)
-    )
+def _sum(raw: bytes, index: int, cpus: int) -> ColourCount:
+    """Packets and bytes of counter `index`, added over every CPU."""
+    packets = octets = 0
+    for cpu in range(cpus):
+        p, b = _COUNTER.unpack_from(raw, (index * cpus + cpu) * 16)
+        packets += p
+        octets += b
+    return ColourCount(packets, octets)
 
 
 def _write_json(path: Path, data: object) -> None:
