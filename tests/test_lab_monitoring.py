@@ -192,3 +192,48 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
     finally:
         scenario.apply(lab)
     print(f"10,000 flows applied in {took:.2f} s")
+
+
+def test_every_supported_behaviour_and_encap_mode_round_trips_through_the_kernel(lab):
+    stub = scenario.stub(lab, "r1")
+    info = stub.GetInfo(pb.GetInfoRequest())
+    assert set(info.encap_modes) >= {
+        pb.ENCAP_MODE_ENCAP,
+        pb.ENCAP_MODE_ENCAP_RED,
+        pb.ENCAP_MODE_INLINE,
+    }
+    desired = scenario.desired_states(lab)["r1"]
+    extra_policies = [
+        pb.SrPolicy(
+            name=f"p-{pb.EncapMode.Name(m)}",
+            prefix=f"fd00:7:{m}::/64",
+            segments=["fc00:0:2::e", "fc00:0:3::d6"],
+            mode=m,
+            device=lab.interface("r1", "r2"),
+        )
+        for m in info.encap_modes
+    ]
+    extra_sids = [
+        pb.LocalSid(sid="fc00:0:1::e", behaviour=pb.BEHAVIOUR_END),
+        pb.LocalSid(sid="fc00:0:1::e1", behaviour=pb.BEHAVIOUR_END_X, nexthop="fcf0:12::2"),
+        pb.LocalSid(sid="fc00:0:1::e2", behaviour=pb.BEHAVIOUR_END_T, lookup_table=254),
+        pb.LocalSid(sid="fc00:0:1::e3", behaviour=pb.BEHAVIOUR_END_DX6, nexthop="fd00:1::2"),
+        pb.LocalSid(sid="fc00:0:1::e4", behaviour=pb.BEHAVIOUR_END_DX4, nexthop="192.0.2.2"),
+    ]
+    desired.policies.extend(extra_policies)
+    desired.local_sids.extend(extra_sids)
+    try:
+        reply = stub.ApplyState(pb.ApplyStateRequest(desired=desired))
+        assert reply.policies.added == len(extra_policies)
+        assert reply.local_sids.added == len(extra_sids)
+        state = stub.GetState(pb.GetStateRequest())
+        modes = {p.prefix: p.mode for p in state.policies}
+        assert all(modes[p.prefix] == p.mode for p in extra_policies)
+        held = {(s.sid, s.behaviour) for s in state.local_sids}
+        assert {(s.sid, s.behaviour) for s in extra_sids} <= held
+        again = stub.ApplyState(pb.ApplyStateRequest(desired=desired))
+        assert again.policies.added == again.local_sids.added == 0
+    finally:
+        removed = scenario.apply(lab)["r1"]
+    assert removed.policies.removed == len(extra_policies)
+    assert removed.local_sids.removed == len(extra_sids)
