@@ -111,7 +111,8 @@ class NodeService:
                 state.flows, self._driver.flows(), lambda f: f.name, lambda a, b: a == b
             )
             # A changed flow is removed and added again: its counters start from zero.
-            flow_del += [f for f in self._driver.flows() if f.name in {a.name for a in flow_add}]
+            changed = {a.name for a in flow_add}
+            flow_del += [f for f in self._driver.flows() if f.name in changed]
             marking_changed = state.marking != self._driver.marking()
             result = ApplyResult(
                 Changes(len(pol_add), len(pol_del), pol_same),

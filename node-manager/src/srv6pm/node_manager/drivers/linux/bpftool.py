@@ -105,7 +105,8 @@ def read_percpu_array(path: Path, entries: int, value_size: int) -> bytes:
 
 
 def hexbytes(data: bytes) -> list[str]:
-    return [f"{b:02x}" for b in data]
+    """Octets as bpftool's `hex` arguments ("0a", "ff", ...)."""
+    return data.hex(" ").split()
 
 
 class Bpftool:
