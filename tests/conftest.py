@@ -35,7 +35,7 @@ def free_port_block(n: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
+def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
     topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
@@ -48,7 +48,12 @@ def lab() -> Iterator[Lab]:
             # real packets of the reverse flow and would be counted.
             for host in ("h1", "h2"):
                 sinks.enter_context(instance.receive_udp(host, idle=3600, timeout=3600))
+            failed_before = request.session.testsfailed
             yield instance
+            if request.session.testsfailed > failed_before:
+                for router in instance.topology.routers:  # the logs go with the lab
+                    tail = instance.log_path(router).read_text().splitlines()[-25:]
+                    print(f"--- {router} node manager log ---", *tail, sep="\n")
     finally:
         instance.down()
 
