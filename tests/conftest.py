@@ -51,9 +51,11 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
             failed_before = request.session.testsfailed
             yield instance
             if request.session.testsfailed > failed_before:
-                for router in instance.topology.routers:  # the logs go with the lab
-                    tail = instance.log_path(router).read_text().splitlines()[-25:]
-                    print(f"--- {router} node manager log ---", *tail, sep="\n")
+                capture = request.config.pluginmanager.getplugin("capturemanager")
+                with capture.global_and_fixture_disabled():  # the logs go with the lab
+                    for router in instance.topology.routers:
+                        tail = instance.log_path(router).read_text().splitlines()[-25:]
+                        print(f"--- {router} node manager log ---", *tail, sep="\n")
     finally:
         instance.down()
 
