@@ -3,7 +3,7 @@ PYTHON ?= python3
 PROTO_OUT := proto/src
 BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
-PACKAGES := proto node-manager lab
+PACKAGES := proto twamp node-manager lab
 
 .PHONY: deps install proto bpf lint test test-unit demo bench clean
 
@@ -28,7 +28,7 @@ bpf:
 lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy node-manager/src lab/src
+	$(PYTHON) -m mypy twamp/src node-manager/src lab/src
 
 test: install lint
 	$(PYTHON) -m pytest

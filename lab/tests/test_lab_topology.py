@@ -73,6 +73,8 @@ def test_lab_names_and_ports() -> None:
         "/run/srv6pm/lab/other/r2",
         "--period-s",
         "10",
+        "--clock-sync",
+        "yes",
     ]
     with pytest.raises(Exception, match="invalid prefix"):
         Lab(topo, prefix="Bad Prefix")

@@ -3,9 +3,10 @@
  * srv6pm per-flow alternate marking (RFC 9341) and counting on tc clsact hooks.
  *
  * A flow is the segment list carried in the outer SRH (RFC 8754). Two programs share the maps:
- *  - srv6pm_mark  (egress hook of the encapsulating node): colour from the wall clock,
- *                  block = floor(unix_ns / period), colour = block % 2; sets the "monitored" and
- *                  colour bits in the outer Traffic Class and counts per flow per colour.
+ *  - srv6pm_mark  (egress hook of the encapsulating node): colour of the current wall-clock
+ *                  block, block = floor(unix_ns / period), colour = block % 2; sets the
+ *                  "monitored" and colour bits in the outer Traffic Class and counts per flow
+ *                  per colour.
  *  - srv6pm_count (ingress hook of transit and decapsulating nodes): counts packets whose
  *                  "monitored" bit is set, per flow, per the colour bit they carry.
  *
@@ -53,12 +54,15 @@ struct config {
 	__u16 pad;
 };
 
-/* The current block's bounds, per CPU, so the division runs once per block and CPU. */
-struct colour_cache {
-	__u64 start_ns;
-	__u64 end_ns;
-	__u32 generation;
+/* The colour of the current block, flipped at every block edge by a kernel timer (bpf_timer in
+ * this pinned map): packets read it instead of a clock (a clock read costs ~80 ns per packet in a
+ * VM), and it keeps flipping while no node manager runs. */
+struct clock_state {
+	struct bpf_timer timer;
+	__u64 next_edge_ns;
+	__u32 generation; /* config generation the timer was armed for; 0: not armed */
 	__u32 colour;
+	__u64 edges; /* timer firings, for tests and diagnosis */
 };
 
 struct {
@@ -83,11 +87,11 @@ struct {
 } srv6pm_config SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct colour_cache);
-} srv6pm_colour SEC(".maps");
+	__type(value, struct clock_state);
+} srv6pm_clock SEC(".maps");
 
 static __always_inline __u64 mix(__u64 h, __u64 word)
 {
@@ -179,24 +183,54 @@ static __always_inline __u8 traffic_class(const struct ipv6hdr *ip6)
 	return (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
 }
 
+#define CLOCK_MONOTONIC 1
+
+/* Sets the colour of the current block; returns the time left until the next edge. The timer is
+ * armed relative to that: the kernel keeps relative timers on the monotonic clock, which runs at
+ * the wall clock's rate, and each edge recomputes the block from the wall clock, so an early or
+ * late wake-up (or a clock step) is corrected at the next edge. */
+static __always_inline __u64 set_block(struct clock_state *st, const struct config *cfg)
+{
+	__u64 now = bpf_ktime_get_tai_ns() - cfg->tai_offset_ns;
+	__u64 block = now / cfg->period_ns;
+
+	st->colour = block & 1;
+	st->next_edge_ns = (block + 1) * cfg->period_ns;
+	return st->next_edge_ns - now;
+}
+
+static int on_block_edge(void *map, __u32 *key, struct clock_state *st)
+{
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&srv6pm_config, &zero);
+
+	if (!cfg || cfg->period_ns == 0)
+		return 0;
+	st->edges++;
+	bpf_timer_start(&st->timer, set_block(st, cfg), 0);
+	return 0;
+}
+
+/* Slow path, once per configuration: compute the colour from the clock and arm the timer. */
+static __noinline __u32 arm_clock(struct clock_state *st, const struct config *cfg)
+{
+	bpf_timer_init(&st->timer, &srv6pm_clock, CLOCK_MONOTONIC); /* -EBUSY once done */
+	bpf_timer_set_callback(&st->timer, on_block_edge);
+	bpf_timer_start(&st->timer, set_block(st, cfg), 0);
+	st->generation = cfg->generation;
+	return st->colour;
+}
+
 static __always_inline __u32 current_colour(const struct config *cfg)
 {
 	__u32 zero = 0;
-	__u64 now = bpf_ktime_get_tai_ns() - cfg->tai_offset_ns;
-	struct colour_cache *cache = bpf_map_lookup_elem(&srv6pm_colour, &zero);
+	struct clock_state *st = bpf_map_lookup_elem(&srv6pm_clock, &zero);
 
-	if (cache && cache->generation == cfg->generation && now >= cache->start_ns &&
-	    now < cache->end_ns)
-		return cache->colour;
-	__u64 block = now / cfg->period_ns;
-	__u32 colour = block & 1;
-	if (cache) {
-		cache->start_ns = block * cfg->period_ns;
-		cache->end_ns = cache->start_ns + cfg->period_ns;
-		cache->generation = cfg->generation;
-		cache->colour = colour;
-	}
-	return colour;
+	if (!st)
+		return 0;
+	if (st->generation != cfg->generation)
+		return arm_clock(st, cfg);
+	return st->colour;
 }
 
 SEC("tc")

@@ -86,6 +86,9 @@ class MemoryDriver:
             for n in names
         }
 
+    def in_netns(self, fn):
+        return fn()
+
     def close(self):
         pass
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import Field, model_validator
@@ -33,6 +34,10 @@ class Settings(BaseSettings):
     )
     bpf_object: Path | None = Field(None, description="Compiled monitor.o (default: packaged).")
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
+    clock_sync: Literal["auto", "yes", "no"] = Field(
+        "auto", description="Is the clock synchronised (STAMP S bit; loss results need it)? "
+        "auto asks the kernel (adjtimex); yes for routers sharing one clock, as in the lab."
+    )
     log_level: str = Field("INFO", description="Python logging level.")
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
 from .api.servicer import NodeManagerServicer
 from .config import Settings
+from .drivers.linux.clock import kernel_clock_synchronised
 from .drivers.linux.driver import LinuxDriver
 from .service.node import NodeService
 

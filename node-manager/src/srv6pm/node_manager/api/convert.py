@@ -7,16 +7,21 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.twamp.results import DelayResult, DirectionLoss, LossResult
 
 from ..domain.errors import InvalidArgument
 from ..domain.model import (
+    STAMP_PORT,
     Behaviour,
     EncapMode,
     LocalSid,
     Marking,
     MonitoredFlow,
     NodeState,
+    Reflector,
+    ReflectorSession,
     Role,
+    SenderSession,
     SrPolicy,
 )
 
@@ -86,11 +91,37 @@ def node_state(msg: pb.NodeState) -> NodeState:
         )
         for f in msg.flows
     )
+    r = msg.reflector
+    reflector = Reflector(
+        enabled=r.enabled,
+        address=r.address or "::",
+        port=r.port or STAMP_PORT,
+        stateful=r.stateful,
+        hmac_key=r.hmac_key,
+        sessions=tuple(ReflectorSession(s.ssid, s.forward_flow, s.reverse_flow)
+                       for s in r.sessions),
+    )
+    sessions = tuple(
+        SenderSession(
+            name=s.name,
+            ssid=s.ssid,
+            reflector_address=s.reflector_address,
+            forward_flow=s.forward_flow,
+            reverse_flow=s.reverse_flow,
+            reflector_port=s.reflector_port or STAMP_PORT,
+            source_address=s.source_address,
+            direct_segments=tuple(s.direct_segments),
+            return_segments=tuple(s.return_segments),
+            delay_interval_ms=s.delay_interval_ms,
+            hmac_key=s.hmac_key,
+        )
+        for s in msg.sessions
+    )
     marking = Marking(
         monitored_bit=msg.marking.monitored_bit or Marking().monitored_bit,
         colour_bit=msg.marking.colour_bit or Marking().colour_bit,
     )
-    return NodeState(marking, policies, sids, flows)
+    return NodeState(marking, policies, sids, flows, reflector, sessions)
 
 
 def node_state_pb(state: NodeState) -> pb.NodeState:
@@ -120,6 +151,26 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
             )
             for s in state.local_sids
         ],
+        reflector=pb.ReflectorSettings(
+            enabled=state.reflector.enabled,
+            address=state.reflector.address,
+            port=state.reflector.port,
+            stateful=state.reflector.stateful,
+            hmac_key=state.reflector.hmac_key,
+            sessions=[pb.ReflectorSession(ssid=s.ssid, forward_flow=s.forward_flow,
+                                          reverse_flow=s.reverse_flow)
+                      for s in state.reflector.sessions],
+        ),
+        sessions=[
+            pb.SenderSession(
+                name=s.name, ssid=s.ssid, reflector_address=s.reflector_address,
+                reflector_port=s.reflector_port, source_address=s.source_address,
+                direct_segments=s.direct_segments, return_segments=s.return_segments,
+                forward_flow=s.forward_flow, reverse_flow=s.reverse_flow,
+                delay_interval_ms=s.delay_interval_ms, hmac_key=s.hmac_key,
+            )
+            for s in state.sessions
+        ],
         flows=[
             pb.MonitoredFlow(
                 name=f.name, segments=f.segments, role=ROLE_TO_PB[f.role], interfaces=f.interfaces
@@ -127,3 +178,21 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
             for f in state.flows
         ],
     )
+
+
+def _direction(d: DirectionLoss | None) -> pb.DirectionLoss | None:
+    if d is None:
+        return None
+    return pb.DirectionLoss(tx=d.tx, rx=d.rx, lost=d.lost, loss_ratio=d.ratio or 0.0)
+
+
+def loss_pb(r: LossResult) -> pb.LossResult:
+    return pb.LossResult(session=r.session, block=r.block, forward=_direction(r.forward),
+                         reverse=_direction(r.reverse), valid=r.valid, reason=r.reason)
+
+
+def delay_pb(r: DelayResult) -> pb.DelayResult:
+    one_way = r.forward_ns is not None and r.reverse_ns is not None
+    return pb.DelayResult(session=r.session, seq=r.seq, sent_unix_ns=r.sent_ns,
+                          two_way_ns=r.two_way_ns, one_way_valid=one_way,
+                          forward_ns=r.forward_ns or 0, reverse_ns=r.reverse_ns or 0)

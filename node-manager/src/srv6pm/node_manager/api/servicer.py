@@ -72,6 +72,8 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 local_sids=_changes(result.local_sids),
                 flows=_changes(result.flows),
                 marking_changed=result.marking_changed,
+                sessions=_changes(result.sessions),
+                reflector_changed=result.reflector_changed,
             )
 
         return self._call(context, apply)
@@ -114,6 +116,24 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
                     for n, (p, b) in reading.counts.items()
                 ],
+            )
+
+        return self._call(context, read)
+
+    def ReadResults(self, request: pb.ReadResultsRequest, context: Any) -> pb.ReadResultsResponse:
+        def read() -> pb.ReadResultsResponse:
+            loss, delay, senders = self._service.stamp.results(request.session)
+            r = self._service.stamp.reflector_stats()
+            return pb.ReadResultsResponse(
+                loss=[convert.loss_pb(x) for x in loss if x.block >= request.since_block],
+                delay=[convert.delay_pb(x) for x in delay if x.sent_ns >= request.since_unix_ns],
+                senders=[pb.SenderStats(session=name, sent=st.sent, received=st.received,
+                                        lost=st.lost, malformed=st.malformed,
+                                        auth_failures=st.auth_failures, unmatched=st.unmatched)
+                         for name, st in senders.items()],
+                reflector=pb.ReflectorStats(received=r.received, reflected=r.reflected,
+                                            malformed=r.malformed, auth_failures=r.auth_failures,
+                                            counters_unavailable=r.counters_unavailable),
             )
 
         return self._call(context, read)

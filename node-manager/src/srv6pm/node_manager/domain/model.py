@@ -78,12 +78,53 @@ class Marking:
     colour_bit: int = DEFAULT_COLOUR_BIT
 
 
+STAMP_PORT = 862  # RFC 8762 section 4.1
+
+
+@dataclass(frozen=True)
+class ReflectorSession:
+    """The flows a STAMP session's Direct Measurement refers to on the reflector's node."""
+
+    ssid: int
+    forward_flow: str
+    reverse_flow: str
+
+
+@dataclass(frozen=True)
+class Reflector:
+    enabled: bool = False
+    address: str = "::"
+    port: int = STAMP_PORT
+    stateful: bool = False
+    hmac_key: bytes = b""
+    sessions: tuple[ReflectorSession, ...] = ()
+
+
+@dataclass(frozen=True)
+class SenderSession:
+    """A STAMP Session-Sender measuring loss per block and delay along a policy."""
+
+    name: str
+    ssid: int
+    reflector_address: str
+    forward_flow: str
+    reverse_flow: str
+    reflector_port: int = STAMP_PORT
+    source_address: str = ""
+    direct_segments: tuple[str, ...] = ()
+    return_segments: tuple[str, ...] = ()
+    delay_interval_ms: int = 0
+    hmac_key: bytes = b""
+
+
 @dataclass(frozen=True)
 class NodeState:
     marking: Marking = field(default_factory=Marking)
     policies: tuple[SrPolicy, ...] = ()
     local_sids: tuple[LocalSid, ...] = ()
     flows: tuple[MonitoredFlow, ...] = ()
+    reflector: Reflector = field(default_factory=Reflector)
+    sessions: tuple[SenderSession, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,3 +140,5 @@ class ApplyResult:
     local_sids: Changes
     flows: Changes
     marking_changed: bool
+    sessions: Changes = field(default_factory=Changes)
+    reflector_changed: bool = False

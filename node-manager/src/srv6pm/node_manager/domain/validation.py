@@ -14,6 +14,9 @@ from dataclasses import replace
 from .errors import InvalidArgument
 from .model import (
     MAX_SEGMENTS,
+    Reflector,
+    ReflectorSession,
+    SenderSession,
     Behaviour,
     EncapMode,
     LocalSid,
@@ -130,15 +133,75 @@ def marking(m: Marking) -> Marking:
     return m
 
 
+MAX_KEY = 64  # HMAC-SHA-256 keys longer than the block size gain nothing (RFC 2104)
+
+
+def _port(port: int, where: str) -> int:
+    if not 1 <= port <= 65535:
+        raise InvalidArgument(f"{where}: port {port} is out of range")
+    return port
+
+
+def _key(key: bytes, where: str) -> bytes:
+    if len(key) > MAX_KEY:
+        raise InvalidArgument(f"{where}: HMAC key longer than {MAX_KEY} octets")
+    return key
+
+
+def _ssid(ssid: int, where: str) -> int:
+    if not 1 <= ssid <= 0xFFFF:
+        raise InvalidArgument(f"{where}: SSID {ssid} must be 1 to 65535")
+    return ssid
+
+
+def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
+    where = "reflector"
+    sessions = []
+    for s in r.sessions:
+        missing = {s.forward_flow, s.reverse_flow} - flow_names
+        if missing:
+            raise InvalidArgument(f"{where} session {s.ssid}: no monitored flow named "
+                                  f"{', '.join(sorted(missing))} on this node")
+        sessions.append(ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow))
+    _unique((str(s.ssid) for s in sessions), "reflector session SSIDs")
+    return replace(r, address=ipv6_address(r.address or "::", where),
+                   port=_port(r.port, where), hmac_key=_key(r.hmac_key, where),
+                   sessions=tuple(sessions))
+
+
+def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
+    where = f"session {_name(s.name, 'session')!r}"
+    missing = {s.forward_flow, s.reverse_flow} - flow_names
+    if missing:
+        raise InvalidArgument(f"{where}: no monitored flow named "
+                              f"{', '.join(sorted(missing))} on this node")
+    if s.delay_interval_ms and s.delay_interval_ms < 10:
+        raise InvalidArgument(f"{where}: delay interval below 10 ms")
+    return replace(
+        s,
+        ssid=_ssid(s.ssid, where),
+        reflector_address=ipv6_address(s.reflector_address, where),
+        reflector_port=_port(s.reflector_port, where),
+        source_address=ipv6_address(s.source_address, where) if s.source_address else "",
+        direct_segments=segment_list(s.direct_segments, where) if s.direct_segments else (),
+        return_segments=segment_list(s.return_segments, where) if s.return_segments else (),
+        hmac_key=_key(s.hmac_key, where),
+    )
+
+
 def node_state(state: NodeState) -> NodeState:
     """The canonical form of `state`, or InvalidArgument naming the first problem."""
     policies = tuple(policy(p) for p in state.policies)
     sids = tuple(local_sid(s) for s in state.local_sids)
     flows = tuple(flow(f) for f in state.flows)
+    names = {f.name for f in flows}
+    sessions = tuple(sender(s, names) for s in state.sessions)
+    _unique((s.name for s in sessions), "session names")
     _unique((p.name for p in policies), "policy names")
     _unique((f"{p.prefix} (table {p.table})" for p in policies), "policy prefixes")
     _unique((f"{s.sid} (table {s.table})" for s in sids), "local SIDs")
     _unique((f.name for f in flows), "flow names")
     # The data plane keys a flow by its SID list alone: one role per SID list and node.
     _unique((" ".join(f.segments) for f in flows), "flow segment lists")
-    return NodeState(marking(state.marking), policies, sids, flows)
+    return NodeState(marking(state.marking), policies, sids, flows,
+                     reflector(state.reflector, names), sessions)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 from ..domain.model import Behaviour, EncapMode, LocalSid, Marking, MonitoredFlow, SrPolicy
 
@@ -58,5 +60,9 @@ class DataPlaneDriver(Protocol):
     def set_marking(self, marking: Marking) -> None: ...
 
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]: ...
+
+    def in_netns(self, fn: Callable[[], T]) -> T:
+        """Run `fn` where the data plane's sockets live (the router's network namespace)."""
+        ...
 
     def close(self) -> None: ...

@@ -15,13 +15,15 @@ from typing import TypeVar
 
 from ..domain import validation
 from ..domain.blocks import BlockClock, colour, counter_delta
-from ..domain.errors import FailedPrecondition, NotFound
+from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters
 from .snapshots import Count, SnapshotStore
+from .stamp import StampService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_RETURN_PATHS = 1024  # a reflector never installs more routes than this for probes
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class NodeService:
         guard_ns: int,
         history_blocks: int = 32,
         clock: Callable[[], int] = time.time_ns,
+        clock_synchronised: bool = False,
     ) -> None:
         self._driver = driver
         self._clock = clock
@@ -84,6 +87,11 @@ class NodeService:
         self._snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Return paths asked for by STAMP probes (RFC 9503), installed as /128 policies.
+        self._return_lock = threading.Lock()
+        self._return_paths: dict[str, tuple[str, ...]] = {}
+        self.stamp = StampService(driver.in_netns, self, period_ns, clock_synchronised,
+                                  self._add_return_path)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -101,6 +109,7 @@ class NodeService:
         state = validation.node_state(desired)
         with self._apply_lock:
             self._check_preconditions(state)
+            state = replace(state, policies=state.policies + self._probe_policies(state))
             pol_add, pol_del, pol_same = _diff(
                 state.policies, self._driver.policies(), _policy_key, _same_policy
             )
@@ -121,7 +130,9 @@ class NodeService:
                 marking_changed,
             )
             if dry_run:
-                return result
+                sessions, reflector_changed = self.stamp.apply(state.reflector, state.sessions,
+                                                               dry_run=True)
+                return replace(result, sessions=sessions, reflector_changed=reflector_changed)
             self._driver.set_marking(state.marking)
             if flow_del:
                 with self._read_lock:
@@ -140,6 +151,8 @@ class NodeService:
                 self._snapshots.baseline(
                     self.blocks.block(self._clock()), [f.name for f in flow_add]
                 )
+            sessions, reflector_changed = self.stamp.apply(state.reflector, state.sessions)
+            result = replace(result, sessions=sessions, reflector_changed=reflector_changed)
             self._save_names(state.policies)
             log.info(
                 "applied state policies=%s local_sids=%s flows=%s",
@@ -148,6 +161,44 @@ class NodeService:
                 result.flows,
             )
             return result
+
+    def _probe_policies(self, state: NodeState) -> tuple[SrPolicy, ...]:
+        """STAMP probes share the data's fate: a /128 policy steers each session's probes into
+        its direct SID list, and each reflected return path into its SID list."""
+        direct = tuple(
+            SrPolicy(f"stamp:{s.name}", f"{s.reflector_address}/128", s.direct_segments)
+            for s in state.sessions if s.direct_segments
+        )
+        with self._return_lock:
+            back = tuple(SrPolicy(f"stamp-return:{a}", f"{a}/128", segs)
+                         for a, segs in self._return_paths.items())
+        return direct + back
+
+    def _add_return_path(self, address: str, segments: tuple[str, ...]) -> None:
+        """Called for probes carrying a Return Path TLV: values from the wire, checked here."""
+        try:
+            address = validation.ipv6_address(address, "return path destination")
+            segments = validation.segment_list(segments, "return path")
+        except InvalidArgument as e:
+            log.info("ignored return path: %s", e)
+            return
+        with self._return_lock:
+            if self._return_paths.get(address) == segments:
+                return
+            if address not in self._return_paths and len(self._return_paths) >= MAX_RETURN_PATHS:
+                log.warning("ignored return path to %s: %d already", address, MAX_RETURN_PATHS)
+                return
+            self._return_paths[address] = segments
+        self._driver.add_policy(SrPolicy(f"stamp-return:{address}", f"{address}/128", segments))
+        log.info("return path to %s via %s", address, ",".join(segments))
+
+    def block_packets(self, flow: str, block: int) -> int | None:
+        """Counters for STAMP's Direct Measurement TLV: None when not readable."""
+        try:
+            return self.read_block([flow], block).counts[flow][0]
+        except NodeManagerError as e:
+            log.info("no count of %s for block %d: %s", flow, block, e)
+            return None
 
     def _check_preconditions(self, state: NodeState) -> None:
         caps = self._driver.capabilities()
@@ -276,6 +327,7 @@ class NodeService:
         self._thread.start()
 
     def stop(self) -> None:
+        self.stamp.stop()
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyroute2 import IPRoute
 from pyroute2.netns import pushns
@@ -16,6 +16,8 @@ from .hooks import Hooks
 from .maps import MAX_FLOWS
 from .monitor import Monitor
 from .routes import Routes
+
+T = TypeVar("T")
 
 
 class LinuxDriver:
@@ -75,6 +77,9 @@ class LinuxDriver:
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]:
         return self._monitor.read_counters(flows)
 
+    def in_netns(self, fn: Callable[[], T]) -> T:
+        return self._ipr.run(fn)  # type: ignore[no-any-return]
+
     def close(self) -> None:
         self._ipr.close()
 
@@ -106,6 +111,10 @@ class NetnsNetlink:
             return self._pool.submit(run).result()
 
         return call
+
+    def run(self, fn: Callable[[], T]) -> T:
+        """`fn()` on the namespace's thread: sockets it opens belong to the namespace."""
+        return self._pool.submit(fn).result()
 
     def close(self) -> None:
         self._pool.submit(self._ipr.close).result()

@@ -11,8 +11,8 @@ from ...domain.model import MAX_SEGMENTS, Role
 FLOWS = "srv6pm_flows"
 COUNTERS = "srv6pm_counters"
 CONFIG = "srv6pm_config"
-COLOUR = "srv6pm_colour"
-ALL_MAPS = (FLOWS, COUNTERS, CONFIG, COLOUR)
+CLOCK = "srv6pm_clock"
+ALL_MAPS = (FLOWS, COUNTERS, CONFIG, CLOCK)
 MAX_FLOWS = 16384  # MAX_FLOWS in monitor.c
 
 _FLOW_HEAD = struct.Struct("<IBBH")

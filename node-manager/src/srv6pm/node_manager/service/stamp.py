@@ -1,0 +1,170 @@
+"""The node's STAMP Session-Reflector and Session-Senders, run on one asyncio loop thread.
+
+Sessions are declared in the node state and reconciled like everything else: applying the same
+sessions again changes nothing; a changed session is restarted. Sockets are opened inside the
+router's network namespace (through the driver), so probes leave and arrive on the router
+itself and follow its SR policies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from srv6pm.twamp.counters import BlockCounters
+from srv6pm.twamp.reflector import Reflector as StampReflector
+from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
+from srv6pm.twamp.results import DelayResult, LossResult
+from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats, clock_error_estimate
+from srv6pm.twamp.transport import Endpoint, open_socket
+
+from ..domain.errors import FailedPrecondition
+from ..domain.model import Changes, Reflector
+from ..domain.model import SenderSession as SenderSpec
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+InNetns = Callable[[Callable[[], socket.socket]], socket.socket]
+ReturnPathHook = Callable[[str, tuple[str, ...]], None]
+
+
+@dataclass
+class _Running:
+    spec: SenderSpec
+    session: SenderSession
+    endpoint: Endpoint
+    task: asyncio.Task[None]
+
+
+class StampService:
+    def __init__(self, in_netns: InNetns, counters: BlockCounters, period_ns: int,
+                 clock_synchronised: bool, return_path: ReturnPathHook) -> None:
+        self._in_netns = in_netns
+        self._counters = counters
+        self._period_ns = period_ns
+        self._synced = clock_synchronised
+        self._return_path = return_path
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="stamp",
+                                        daemon=True)
+        self._thread.start()
+        self._senders: dict[str, _Running] = {}
+        self._reflector_spec = Reflector()
+        self._reflector: tuple[StampReflector, Endpoint] | None = None
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _socket(self, address: str, port: int) -> socket.socket:
+        try:
+            return self._in_netns(lambda: open_socket(address, port))
+        except OSError as e:
+            raise FailedPrecondition(f"cannot open a STAMP socket on [{address}]:{port}: "
+                                     f"{e.strerror}") from None
+
+    # ---- reconcile ---------------------------------------------------------------------------
+
+    def apply(self, reflector: Reflector, sessions: tuple[SenderSpec, ...],
+              dry_run: bool = False) -> tuple[Changes, bool]:
+        wanted = {s.name: s for s in sessions}
+        stale = [n for n, r in self._senders.items() if wanted.get(n) != r.spec]
+        new = [s for n, s in wanted.items() if n not in self._senders or n in stale]
+        reflector_changed = reflector != self._reflector_spec
+        changes = Changes(len(new), len(stale), len(wanted) - len(new))
+        if dry_run:
+            return changes, reflector_changed
+        for name in stale:
+            self._call(self._stop_sender(self._senders.pop(name)))
+        for spec in new:
+            sock = self._socket(spec.source_address or "::", 0)
+            self._senders[spec.name] = self._call(self._start_sender(spec, sock))
+        if reflector_changed:
+            self._apply_reflector(reflector)
+        return changes, reflector_changed
+
+    async def _start_sender(self, spec: SenderSpec, sock: socket.socket) -> _Running:
+        config = SenderConfig(
+            name=spec.name, ssid=spec.ssid, reflector=(spec.reflector_address,
+                                                       spec.reflector_port),
+            forward_flow=spec.forward_flow, reverse_flow=spec.reverse_flow,
+            period_ns=self._period_ns, delay_interval_ns=spec.delay_interval_ms * 1_000_000,
+            return_segments=spec.return_segments, key=spec.hmac_key or None,
+            clock_synchronised=self._synced,
+        )
+        holder: dict[str, SenderSession] = {}
+        endpoint = Endpoint(sock, lambda d: holder["s"].handle(d))
+        session = SenderSession(config, self._counters, endpoint.send)
+        holder["s"] = session
+        task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
+        log.info("STAMP session %s started: ssid=%d reflector=[%s]:%d", spec.name, spec.ssid,
+                 spec.reflector_address, spec.reflector_port)
+        return _Running(spec, session, endpoint, task)
+
+    @staticmethod
+    async def _stop_sender(running: _Running) -> None:
+        running.task.cancel()
+        running.endpoint.close()
+
+    def _apply_reflector(self, spec: Reflector) -> None:
+        if self._reflector:
+            _, endpoint = self._reflector
+            self._call(self._close(endpoint))
+            self._reflector = None
+        self._reflector_spec = spec
+        if not spec.enabled:
+            return
+        sock = self._socket(spec.address, spec.port)
+        config = ReflectorConfig(
+            stateful=spec.stateful, key=spec.hmac_key or None,
+            error_estimate=clock_error_estimate(self._synced), period_ns=self._period_ns,
+            sessions={s.ssid: ReflectedFlows(s.forward_flow, s.reverse_flow)
+                      for s in spec.sessions},
+        )
+        self._reflector = self._call(self._start_reflector(config, sock))
+        log.info("STAMP reflector on [%s]:%d (%s)", spec.address, spec.port,
+                 "stateful" if spec.stateful else "stateless")
+
+    async def _start_reflector(self, config: ReflectorConfig,
+                               sock: socket.socket) -> tuple[StampReflector, Endpoint]:
+        holder: dict[str, StampReflector] = {}
+        endpoint = Endpoint(sock, lambda d: holder["r"].handle(d))
+        holder["r"] = StampReflector(config, self._counters, endpoint.send, self._return_path)
+        return holder["r"], endpoint
+
+    @staticmethod
+    async def _close(endpoint: Endpoint) -> None:
+        endpoint.close()
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def results(self, session: str = "") -> tuple[list[LossResult], list[DelayResult],
+                                                    dict[str, SenderStats]]:
+        async def collect() -> tuple[list[LossResult], list[DelayResult],
+                                     dict[str, SenderStats]]:
+            chosen = {n: r for n, r in self._senders.items() if not session or n == session}
+            loss = [x for r in chosen.values() for x in r.session.results.loss]
+            delay = [x for r in chosen.values() for x in r.session.results.delay]
+            return loss, delay, {n: r.session.stats for n, r in chosen.items()}
+
+        if session and session not in self._senders:
+            raise FailedPrecondition(f"no STAMP session named {session!r} on this node")
+        return self._call(collect())
+
+    def session_names(self) -> list[str]:
+        return list(self._senders)
+
+    def reflector_stats(self) -> ReflectorStats:
+        return self._reflector[0].stats if self._reflector else ReflectorStats()
+
+    def stop(self) -> None:
+        for running in self._senders.values():
+            self._call(self._stop_sender(running))
+        if self._reflector:
+            self._call(self._close(self._reflector[1]))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
