@@ -86,6 +86,15 @@ class MemoryDriver:
             for n in names
         }
 
+    def local_addresses(self):
+        return set()
+
+    def add_local_address(self, address):
+        pass
+
+    def remove_local_address(self, address):
+        pass
+
     def in_netns(self, fn):
         return fn()
 

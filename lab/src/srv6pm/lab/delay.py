@@ -24,8 +24,7 @@ from netfilterqueue import NetfilterQueue, Packet
 def run(queue: int, delay_ns: int) -> int:
     held: collections.deque[tuple[int, Packet]] = collections.deque()
     nfq = NetfilterQueue()
-    nfq.bind(queue, lambda pkt: held.append((time.monotonic_ns() + delay_ns, pkt)),
-             max_len=65536)
+    nfq.bind(queue, lambda pkt: held.append((time.monotonic_ns() + delay_ns, pkt)), max_len=65536)
     stopping = False
 
     def stop(_sig: int, _frame: FrameType | None) -> None:

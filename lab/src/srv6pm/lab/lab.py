@@ -438,16 +438,40 @@ class Lab:
     def delay(self, node: str, to_peer: str, delay_ms: float, queue: int = 7) -> Iterator[None]:
         """Context manager: every packet ``node`` forwards toward ``to_peer`` is held
         ``delay_ms`` (see :mod:`srv6pm.lab.delay`; there is no netem in this kernel)."""
-        rule = ["-t", "mangle", "FORWARD", "-o", self.interface(node, to_peer), "-j", "NFQUEUE",
-                "--queue-num", str(queue), "--queue-bypass"]
-        argv = [sys.executable, "-m", "srv6pm.lab.delay", "--queue", str(queue),
-                "--delay-ms", str(delay_ms)]
+        rule = [
+            "-t",
+            "mangle",
+            "FORWARD",
+            "-o",
+            self.interface(node, to_peer),
+            "-j",
+            "NFQUEUE",
+            "--queue-num",
+            str(queue),
+            "--queue-bypass",
+        ]
+        argv = [
+            sys.executable,
+            "-m",
+            "srv6pm.lab.delay",
+            "--queue",
+            str(queue),
+            "--delay-ms",
+            str(delay_ms),
+        ]
         proc = self.popen(node, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             if _readline(proc, 10.0).strip() != "ready":
-                raise LabError(f"delayer in {node} did not start: {proc.stderr.read() if proc.stderr else ''}")
-            r = self.exec(node, ["ip6tables", rule[0], rule[1], "-A", *rule[2:]],
-                          capture_output=True, text=True, check=False)
+                raise LabError(
+                    f"delayer in {node} did not start: {proc.stderr.read() if proc.stderr else ''}"
+                )
+            r = self.exec(
+                node,
+                ["ip6tables", rule[0], rule[1], "-A", *rule[2:]],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if r.returncode != 0:
                 raise LabError(f"ip6tables in {node} failed: {r.stderr.strip()}")
             try:

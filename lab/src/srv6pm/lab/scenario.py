@@ -92,24 +92,40 @@ R1_PROBE_ADDRESS = "fcf0:12::1"  # r1's address on the r1-r2 link
 R3_REFLECTOR_ADDRESS = "fcf0:23::3"  # r3's address on the r2-r3 link
 
 
-def stamp_states(lab: Lab, sender_key: bytes = b"", reflector_key: bytes = b"",
-                 delay_interval_ms: int = 0) -> dict[str, pb.NodeState]:
+def stamp_states(
+    lab: Lab, sender_key: bytes = b"", reflector_key: bytes = b"", delay_interval_ms: int = 0
+) -> dict[str, pb.NodeState]:
     """The scenario plus a STAMP session r1 -> r3 along h1-h2's SID list, replies along
     h2-h1's (told to r3's reflector in the Return Path TLV)."""
     states = desired_states(lab)
-    states["r1"].sessions.append(pb.SenderSession(
-        name=SESSION, ssid=SSID, reflector_address=R3_REFLECTOR_ADDRESS,
-        source_address=R1_PROBE_ADDRESS, direct_segments=FORWARD_SIDS,
-        return_segments=REVERSE_SIDS, forward_flow=FORWARD, reverse_flow=REVERSE,
-        delay_interval_ms=delay_interval_ms, hmac_key=sender_key,
-    ))
-    states["r3"].reflector.CopyFrom(pb.ReflectorSettings(
-        enabled=True, address=R3_REFLECTOR_ADDRESS, stateful=True, hmac_key=reflector_key,
-        sessions=[pb.ReflectorSession(ssid=SSID, forward_flow=FORWARD, reverse_flow=REVERSE)],
-    ))
+    states["r1"].sessions.append(
+        pb.SenderSession(
+            name=SESSION,
+            ssid=SSID,
+            reflector_address=R3_REFLECTOR_ADDRESS,
+            source_address=R1_PROBE_ADDRESS,
+            direct_segments=FORWARD_SIDS,
+            return_segments=REVERSE_SIDS,
+            forward_flow=FORWARD,
+            reverse_flow=REVERSE,
+            delay_interval_ms=delay_interval_ms,
+            hmac_key=sender_key,
+        )
+    )
+    states["r3"].reflector.CopyFrom(
+        pb.ReflectorSettings(
+            enabled=True,
+            address=R3_REFLECTOR_ADDRESS,
+            stateful=True,
+            hmac_key=reflector_key,
+            sessions=[pb.ReflectorSession(ssid=SSID, forward_flow=FORWARD, reverse_flow=REVERSE)],
+        )
+    )
     return states
 
 
 def apply_states(lab: Lab, states: dict[str, pb.NodeState]) -> dict[str, pb.ApplyStateResponse]:
-    return {router: stub(lab, router).ApplyState(pb.ApplyStateRequest(desired=state))
-            for router, state in states.items()}
+    return {
+        router: stub(lab, router).ApplyState(pb.ApplyStateRequest(desired=state))
+        for router, state in states.items()
+    }

@@ -35,8 +35,9 @@ class Settings(BaseSettings):
     bpf_object: Path | None = Field(None, description="Compiled monitor.o (default: packaged).")
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     clock_sync: Literal["auto", "yes", "no"] = Field(
-        "auto", description="Is the clock synchronised (STAMP S bit; loss results need it)? "
-        "auto asks the kernel (adjtimex); yes for routers sharing one clock, as in the lab."
+        "auto",
+        description="Is the clock synchronised (STAMP S bit; loss results need it)? "
+        "auto asks the kernel (adjtimex); yes for routers sharing one clock, as in the lab.",
     )
     log_level: str = Field("INFO", description="Python logging level.")
 

@@ -31,12 +31,14 @@ class NodeManagerServer:
             settings.netns,
             settings.bpf_object,
         )
+        synced = {"yes": True, "no": False}.get(settings.clock_sync)
         self.service = NodeService(
             self.driver,
             settings.state_dir,
             settings.period_ns,
             settings.guard_ns,
             settings.history_blocks,
+            clock_synchronised=kernel_clock_synchronised() if synced is None else synced,
         )
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE),

@@ -98,8 +98,9 @@ def node_state(msg: pb.NodeState) -> NodeState:
         port=r.port or STAMP_PORT,
         stateful=r.stateful,
         hmac_key=r.hmac_key,
-        sessions=tuple(ReflectorSession(s.ssid, s.forward_flow, s.reverse_flow)
-                       for s in r.sessions),
+        sessions=tuple(
+            ReflectorSession(s.ssid, s.forward_flow, s.reverse_flow) for s in r.sessions
+        ),
     )
     sessions = tuple(
         SenderSession(
@@ -157,17 +158,26 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
             port=state.reflector.port,
             stateful=state.reflector.stateful,
             hmac_key=state.reflector.hmac_key,
-            sessions=[pb.ReflectorSession(ssid=s.ssid, forward_flow=s.forward_flow,
-                                          reverse_flow=s.reverse_flow)
-                      for s in state.reflector.sessions],
+            sessions=[
+                pb.ReflectorSession(
+                    ssid=s.ssid, forward_flow=s.forward_flow, reverse_flow=s.reverse_flow
+                )
+                for s in state.reflector.sessions
+            ],
         ),
         sessions=[
             pb.SenderSession(
-                name=s.name, ssid=s.ssid, reflector_address=s.reflector_address,
-                reflector_port=s.reflector_port, source_address=s.source_address,
-                direct_segments=s.direct_segments, return_segments=s.return_segments,
-                forward_flow=s.forward_flow, reverse_flow=s.reverse_flow,
-                delay_interval_ms=s.delay_interval_ms, hmac_key=s.hmac_key,
+                name=s.name,
+                ssid=s.ssid,
+                reflector_address=s.reflector_address,
+                reflector_port=s.reflector_port,
+                source_address=s.source_address,
+                direct_segments=s.direct_segments,
+                return_segments=s.return_segments,
+                forward_flow=s.forward_flow,
+                reverse_flow=s.reverse_flow,
+                delay_interval_ms=s.delay_interval_ms,
+                hmac_key=s.hmac_key,
             )
             for s in state.sessions
         ],
@@ -187,12 +197,24 @@ def _direction(d: DirectionLoss | None) -> pb.DirectionLoss | None:
 
 
 def loss_pb(r: LossResult) -> pb.LossResult:
-    return pb.LossResult(session=r.session, block=r.block, forward=_direction(r.forward),
-                         reverse=_direction(r.reverse), valid=r.valid, reason=r.reason)
+    return pb.LossResult(
+        session=r.session,
+        block=r.block,
+        forward=_direction(r.forward),
+        reverse=_direction(r.reverse),
+        valid=r.valid,
+        reason=r.reason,
+    )
 
 
 def delay_pb(r: DelayResult) -> pb.DelayResult:
     one_way = r.forward_ns is not None and r.reverse_ns is not None
-    return pb.DelayResult(session=r.session, seq=r.seq, sent_unix_ns=r.sent_ns,
-                          two_way_ns=r.two_way_ns, one_way_valid=one_way,
-                          forward_ns=r.forward_ns or 0, reverse_ns=r.reverse_ns or 0)
+    return pb.DelayResult(
+        session=r.session,
+        seq=r.seq,
+        sent_unix_ns=r.sent_ns,
+        two_way_ns=r.two_way_ns,
+        one_way_valid=one_way,
+        forward_ns=r.forward_ns or 0,
+        reverse_ns=r.reverse_ns or 0,
+    )

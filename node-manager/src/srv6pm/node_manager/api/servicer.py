@@ -127,13 +127,25 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             return pb.ReadResultsResponse(
                 loss=[convert.loss_pb(x) for x in loss if x.block >= request.since_block],
                 delay=[convert.delay_pb(x) for x in delay if x.sent_ns >= request.since_unix_ns],
-                senders=[pb.SenderStats(session=name, sent=st.sent, received=st.received,
-                                        lost=st.lost, malformed=st.malformed,
-                                        auth_failures=st.auth_failures, unmatched=st.unmatched)
-                         for name, st in senders.items()],
-                reflector=pb.ReflectorStats(received=r.received, reflected=r.reflected,
-                                            malformed=r.malformed, auth_failures=r.auth_failures,
-                                            counters_unavailable=r.counters_unavailable),
+                senders=[
+                    pb.SenderStats(
+                        session=name,
+                        sent=st.sent,
+                        received=st.received,
+                        lost=st.lost,
+                        malformed=st.malformed,
+                        auth_failures=st.auth_failures,
+                        unmatched=st.unmatched,
+                    )
+                    for name, st in senders.items()
+                ],
+                reflector=pb.ReflectorStats(
+                    received=r.received,
+                    reflected=r.reflected,
+                    malformed=r.malformed,
+                    auth_failures=r.auth_failures,
+                    counters_unavailable=r.counters_unavailable,
+                ),
             )
 
         return self._call(context, read)

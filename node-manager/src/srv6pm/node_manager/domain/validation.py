@@ -14,15 +14,15 @@ from dataclasses import replace
 from .errors import InvalidArgument
 from .model import (
     MAX_SEGMENTS,
-    Reflector,
-    ReflectorSession,
-    SenderSession,
     Behaviour,
     EncapMode,
     LocalSid,
     Marking,
     MonitoredFlow,
     NodeState,
+    Reflector,
+    ReflectorSession,
+    SenderSession,
     SrPolicy,
 )
 
@@ -160,21 +160,28 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
     for s in r.sessions:
         missing = {s.forward_flow, s.reverse_flow} - flow_names
         if missing:
-            raise InvalidArgument(f"{where} session {s.ssid}: no monitored flow named "
-                                  f"{', '.join(sorted(missing))} on this node")
+            raise InvalidArgument(
+                f"{where} session {s.ssid}: no monitored flow named "
+                f"{', '.join(sorted(missing))} on this node"
+            )
         sessions.append(ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow))
     _unique((str(s.ssid) for s in sessions), "reflector session SSIDs")
-    return replace(r, address=ipv6_address(r.address or "::", where),
-                   port=_port(r.port, where), hmac_key=_key(r.hmac_key, where),
-                   sessions=tuple(sessions))
+    return replace(
+        r,
+        address=ipv6_address(r.address or "::", where),
+        port=_port(r.port, where),
+        hmac_key=_key(r.hmac_key, where),
+        sessions=tuple(sessions),
+    )
 
 
 def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
     where = f"session {_name(s.name, 'session')!r}"
     missing = {s.forward_flow, s.reverse_flow} - flow_names
     if missing:
-        raise InvalidArgument(f"{where}: no monitored flow named "
-                              f"{', '.join(sorted(missing))} on this node")
+        raise InvalidArgument(
+            f"{where}: no monitored flow named {', '.join(sorted(missing))} on this node"
+        )
     if s.delay_interval_ms and s.delay_interval_ms < 10:
         raise InvalidArgument(f"{where}: delay interval below 10 ms")
     return replace(
@@ -203,5 +210,6 @@ def node_state(state: NodeState) -> NodeState:
     _unique((f.name for f in flows), "flow names")
     # The data plane keys a flow by its SID list alone: one role per SID list and node.
     _unique((" ".join(f.segments) for f in flows), "flow segment lists")
-    return NodeState(marking(state.marking), policies, sids, flows,
-                     reflector(state.reflector, names), sessions)
+    return NodeState(
+        marking(state.marking), policies, sids, flows, reflector(state.reflector, names), sessions
+    )

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-T = TypeVar("T")
-
 from ..domain.model import Behaviour, EncapMode, LocalSid, Marking, MonitoredFlow, SrPolicy
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,14 @@ class DataPlaneDriver(Protocol):
     def add_local_sid(self, sid: LocalSid) -> None: ...
 
     def remove_local_sid(self, sid: LocalSid) -> None: ...
+
+    def local_addresses(self) -> set[str]:
+        """Addresses we made deliverable to this node from SRv6 decapsulation lookups."""
+        ...
+
+    def add_local_address(self, address: str) -> None: ...
+
+    def remove_local_address(self, address: str) -> None: ...
 
     def flows(self) -> list[MonitoredFlow]: ...
 

@@ -90,8 +90,9 @@ class NodeService:
         # Return paths asked for by STAMP probes (RFC 9503), installed as /128 policies.
         self._return_lock = threading.Lock()
         self._return_paths: dict[str, tuple[str, ...]] = {}
-        self.stamp = StampService(driver.in_netns, self, period_ns, clock_synchronised,
-                                  self._add_return_path)
+        self.stamp = StampService(
+            driver.in_netns, self, period_ns, clock_synchronised, self._add_return_path
+        )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -130,8 +131,9 @@ class NodeService:
                 marking_changed,
             )
             if dry_run:
-                sessions, reflector_changed = self.stamp.apply(state.reflector, state.sessions,
-                                                               dry_run=True)
+                sessions, reflector_changed = self.stamp.apply(
+                    state.reflector, state.sessions, dry_run=True
+                )
                 return replace(result, sessions=sessions, reflector_changed=reflector_changed)
             self._driver.set_marking(state.marking)
             if flow_del:
@@ -151,6 +153,7 @@ class NodeService:
                 self._snapshots.baseline(
                     self.blocks.block(self._clock()), [f.name for f in flow_add]
                 )
+            self._sync_local_addresses(state)
             sessions, reflector_changed = self.stamp.apply(state.reflector, state.sessions)
             result = replace(result, sessions=sessions, reflector_changed=reflector_changed)
             self._save_names(state.policies)
@@ -167,12 +170,26 @@ class NodeService:
         its direct SID list, and each reflected return path into its SID list."""
         direct = tuple(
             SrPolicy(f"stamp:{s.name}", f"{s.reflector_address}/128", s.direct_segments)
-            for s in state.sessions if s.direct_segments
+            for s in state.sessions
+            if s.direct_segments
         )
         with self._return_lock:
-            back = tuple(SrPolicy(f"stamp-return:{a}", f"{a}/128", segs)
-                         for a, segs in self._return_paths.items())
+            back = tuple(
+                SrPolicy(f"stamp-return:{a}", f"{a}/128", segs)
+                for a, segs in self._return_paths.items()
+            )
         return direct + back
+
+    def _sync_local_addresses(self, state: NodeState) -> None:
+        """STAMP endpoints' addresses must be deliverable after End.DT6 decapsulation."""
+        wanted = {s.source_address for s in state.sessions if s.source_address}
+        if state.reflector.enabled and state.reflector.address != "::":
+            wanted.add(state.reflector.address)
+        have = self._driver.local_addresses()
+        for address in have - wanted:
+            self._driver.remove_local_address(address)
+        for address in wanted - have:
+            self._driver.add_local_address(address)
 
     def _add_return_path(self, address: str, segments: tuple[str, ...]) -> None:
         """Called for probes carrying a Return Path TLV: values from the wire, checked here."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from srv6pm.twamp.counters import BlockCounters
-from srv6pm.twamp.reflector import Reflector as StampReflector
 from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
+from srv6pm.twamp.reflector import Reflector as StampReflector
 from srv6pm.twamp.results import DelayResult, LossResult
 from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats, clock_error_estimate
 from srv6pm.twamp.transport import Endpoint, open_socket
@@ -42,16 +42,21 @@ class _Running:
 
 
 class StampService:
-    def __init__(self, in_netns: InNetns, counters: BlockCounters, period_ns: int,
-                 clock_synchronised: bool, return_path: ReturnPathHook) -> None:
+    def __init__(
+        self,
+        in_netns: InNetns,
+        counters: BlockCounters,
+        period_ns: int,
+        clock_synchronised: bool,
+        return_path: ReturnPathHook,
+    ) -> None:
         self._in_netns = in_netns
         self._counters = counters
         self._period_ns = period_ns
         self._synced = clock_synchronised
         self._return_path = return_path
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="stamp",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="stamp", daemon=True)
         self._thread.start()
         self._senders: dict[str, _Running] = {}
         self._reflector_spec = Reflector()
@@ -64,13 +69,15 @@ class StampService:
         try:
             return self._in_netns(lambda: open_socket(address, port))
         except OSError as e:
-            raise FailedPrecondition(f"cannot open a STAMP socket on [{address}]:{port}: "
-                                     f"{e.strerror}") from None
+            raise FailedPrecondition(
+                f"cannot open a STAMP socket on [{address}]:{port}: {e.strerror}"
+            ) from None
 
     # ---- reconcile ---------------------------------------------------------------------------
 
-    def apply(self, reflector: Reflector, sessions: tuple[SenderSpec, ...],
-              dry_run: bool = False) -> tuple[Changes, bool]:
+    def apply(
+        self, reflector: Reflector, sessions: tuple[SenderSpec, ...], dry_run: bool = False
+    ) -> tuple[Changes, bool]:
         wanted = {s.name: s for s in sessions}
         stale = [n for n, r in self._senders.items() if wanted.get(n) != r.spec]
         new = [s for n, s in wanted.items() if n not in self._senders or n in stale]
@@ -89,20 +96,28 @@ class StampService:
 
     async def _start_sender(self, spec: SenderSpec, sock: socket.socket) -> _Running:
         config = SenderConfig(
-            name=spec.name, ssid=spec.ssid, reflector=(spec.reflector_address,
-                                                       spec.reflector_port),
-            forward_flow=spec.forward_flow, reverse_flow=spec.reverse_flow,
-            period_ns=self._period_ns, delay_interval_ns=spec.delay_interval_ms * 1_000_000,
-            return_segments=spec.return_segments, key=spec.hmac_key or None,
+            name=spec.name,
+            ssid=spec.ssid,
+            reflector=(spec.reflector_address, spec.reflector_port),
+            forward_flow=spec.forward_flow,
+            reverse_flow=spec.reverse_flow,
+            period_ns=self._period_ns,
+            delay_interval_ns=spec.delay_interval_ms * 1_000_000,
+            return_segments=spec.return_segments,
+            key=spec.hmac_key or None,
             clock_synchronised=self._synced,
         )
-        holder: dict[str, SenderSession] = {}
-        endpoint = Endpoint(sock, lambda d: holder["s"].handle(d))
+        endpoint = Endpoint(sock)
         session = SenderSession(config, self._counters, endpoint.send)
-        holder["s"] = session
+        endpoint.serve(session.handle)
         task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
-        log.info("STAMP session %s started: ssid=%d reflector=[%s]:%d", spec.name, spec.ssid,
-                 spec.reflector_address, spec.reflector_port)
+        log.info(
+            "STAMP session %s started: ssid=%d reflector=[%s]:%d",
+            spec.name,
+            spec.ssid,
+            spec.reflector_address,
+            spec.reflector_port,
+        )
         return _Running(spec, session, endpoint, task)
 
     @staticmethod
@@ -120,21 +135,29 @@ class StampService:
             return
         sock = self._socket(spec.address, spec.port)
         config = ReflectorConfig(
-            stateful=spec.stateful, key=spec.hmac_key or None,
-            error_estimate=clock_error_estimate(self._synced), period_ns=self._period_ns,
-            sessions={s.ssid: ReflectedFlows(s.forward_flow, s.reverse_flow)
-                      for s in spec.sessions},
+            stateful=spec.stateful,
+            key=spec.hmac_key or None,
+            error_estimate=clock_error_estimate(self._synced),
+            period_ns=self._period_ns,
+            sessions={
+                s.ssid: ReflectedFlows(s.forward_flow, s.reverse_flow) for s in spec.sessions
+            },
         )
         self._reflector = self._call(self._start_reflector(config, sock))
-        log.info("STAMP reflector on [%s]:%d (%s)", spec.address, spec.port,
-                 "stateful" if spec.stateful else "stateless")
+        log.info(
+            "STAMP reflector on [%s]:%d (%s)",
+            spec.address,
+            spec.port,
+            "stateful" if spec.stateful else "stateless",
+        )
 
-    async def _start_reflector(self, config: ReflectorConfig,
-                               sock: socket.socket) -> tuple[StampReflector, Endpoint]:
-        holder: dict[str, StampReflector] = {}
-        endpoint = Endpoint(sock, lambda d: holder["r"].handle(d))
-        holder["r"] = StampReflector(config, self._counters, endpoint.send, self._return_path)
-        return holder["r"], endpoint
+    async def _start_reflector(
+        self, config: ReflectorConfig, sock: socket.socket
+    ) -> tuple[StampReflector, Endpoint]:
+        endpoint = Endpoint(sock)
+        reflector = StampReflector(config, self._counters, endpoint.send, self._return_path)
+        endpoint.serve(reflector.handle)
+        return reflector, endpoint
 
     @staticmethod
     async def _close(endpoint: Endpoint) -> None:
@@ -142,10 +165,10 @@ class StampService:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def results(self, session: str = "") -> tuple[list[LossResult], list[DelayResult],
-                                                    dict[str, SenderStats]]:
-        async def collect() -> tuple[list[LossResult], list[DelayResult],
-                                     dict[str, SenderStats]]:
+    def results(
+        self, session: str = ""
+    ) -> tuple[list[LossResult], list[DelayResult], dict[str, SenderStats]]:
+        async def collect() -> tuple[list[LossResult], list[DelayResult], dict[str, SenderStats]]:
             chosen = {n: r for n, r in self._senders.items() if not session or n == session}
             loss = [x for r in chosen.values() for x in r.session.results.loss]
             delay = [x for r in chosen.values() for x in r.session.results.delay]

@@ -62,6 +62,15 @@ class LinuxDriver:
     def remove_local_sid(self, sid: LocalSid) -> None:
         self._routes.remove_local_sid(sid)
 
+    def local_addresses(self) -> set[str]:
+        return self._routes.local_addresses()
+
+    def add_local_address(self, address: str) -> None:
+        self._routes.add_local_address(address)
+
+    def remove_local_address(self, address: str) -> None:
+        self._routes.remove_local_address(address)
+
     def flows(self) -> list[MonitoredFlow]:
         return self._monitor.flows()
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 RTPROT_SRV6PM = 201  # unassigned in iproute2's rt_protos; shown by `ip route` as "proto 201"
 MAIN_TABLE = 254
 AF_INET6 = 10
+RTN_LOCAL = 2
 PROBE_TABLE = 0x5336  # private table used once at start to learn what the kernel accepts
 
 # pyroute2 0.9 encodes only "encap" and "inline"; the kernel's uapi (linux/seg6_iptunnel.h)
@@ -144,6 +145,30 @@ class Routes:
             if link.get("ifname") != "lo" and link.get("operstate") == "UP":
                 return int(link["index"])
         raise FailedPrecondition("no interface is up to hold local SID routes: name a device")
+
+    # ---- local delivery ----------------------------------------------------------------------
+
+    def local_addresses(self) -> set[str]:
+        """Our `local` routes in table main: End.DT6 (table main) decapsulates and looks the
+        inner destination up there only, never in the local table, so an address a STAMP
+        endpoint listens on needs one to be delivered."""
+        return {
+            str(r.get("dst"))
+            for r in self._owned()
+            if r["type"] == RTN_LOCAL and _canon_table(r.get("table")) == 0
+        }
+
+    def add_local_address(self, address: str) -> None:
+        self._route(
+            "replace",
+            dst=f"{address}/128",
+            type=RTN_LOCAL,
+            oif=self.ifindex("lo"),
+            table=MAIN_TABLE,
+        )
+
+    def remove_local_address(self, address: str) -> None:
+        self._delete(dst=f"{address}/128", type=RTN_LOCAL, table=MAIN_TABLE)
 
     # ---- capability probe --------------------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""STAMP along the SRv6 policies in a real lab, through gRPC only: a Session-Sender on r1,
+a stateful Session-Reflector on r3, probes on h1-h2's SID list and replies on h2-h1's (Return
+Path TLV). Loss per block must equal the injected drops exactly, in both directions."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+from srv6pm.lab import scenario
+from srv6pm.lab.scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS, SESSION
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def stamp_lab(lab):
+    scenario.apply_states(lab, scenario.stamp_states(lab))
+    yield lab
+    scenario.apply(lab)
+
+
+def results(lab, since_block=0, since_ns=0) -> pb.ReadResultsResponse:
+    return scenario.stub(lab, "r1").ReadResults(
+        pb.ReadResultsRequest(session=SESSION, since_block=since_block, since_unix_ns=since_ns)
+    )
+
+
+def loss_of(lab, block: int, blocks, timeout_blocks: int = 3) -> pb.LossResult:
+    """The loss result of `block`, once its probe came back (or timed out)."""
+    deadline = blocks.start(block + 1 + timeout_blocks)
+    while True:
+        found = [r for r in results(lab, since_block=block).loss if r.block == block]
+        if found:
+            return found[-1]
+        if time.time() > deadline:
+            break
+        time.sleep(0.2)
+    seen = [(r.block - block, r.valid, r.reason) for r in results(lab).loss]
+    raise AssertionError(f"no loss result for block {block}; seen (block - {block}): {seen}")
+
+
+def test_loss_per_block_equals_injected_drops_in_each_direction(stamp_lab, blocks):
+    lab = stamp_lab
+    blocks.next()
+    block = blocks.next()  # the session has probed at least one block before
+    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
+    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
+    lab.send_udp("h1", H2, 100, interval=0.0005)
+    lab.send_udp("h2", H1, 60, interval=0.0005)
+    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
+    lab.clear_drops("r2")
+    assert forward.handle != reverse.handle
+    result = loss_of(lab, block, blocks)
+    assert result.valid, result.reason
+    # +1 each way: the probe of the previous block and its reply travel during this block on
+    # the same SID lists, and are counted at both ends like any packet of the flows
+    assert (result.forward.tx, result.forward.rx, result.forward.lost) == (101, 96, 5)
+    assert (result.reverse.tx, result.reverse.rx, result.reverse.lost) == (61, 58, 3)
+    for other in (block - 1, block + 1):
+        r = loss_of(lab, other, blocks)
+        assert r.valid, r.reason
+        assert (r.forward.lost, r.reverse.lost) == (0, 0), other
+
+
+def test_a_lost_probe_makes_only_its_block_invalid(stamp_lab, blocks):
+    lab = stamp_lab
+    block = blocks.next()
+    lab.send_udp("h1", H2, 40, interval=0.0005)
+    # block's probe leaves in the middle of block + 1: drop exactly that packet
+    time.sleep(max(0.0, blocks.start(block + 1) + 0.2 - time.time()))
+    lab.drop("r2", "r3", 1, dst=FORWARD_SIDS[1])
+    time.sleep(max(0.0, blocks.start(block + 2) - time.time()))
+    lab.clear_drops("r2")
+    lost = loss_of(lab, block, blocks)
+    assert not lost.valid and lost.reason == "probe lost"
+    before, after = loss_of(lab, block - 1, blocks), loss_of(lab, block + 1, blocks)
+    assert before.valid and after.valid
+    # the lost probe was itself a packet of block + 1 on the forward flow
+    assert (after.forward.lost, after.reverse.lost) == (1, 0)
+    assert results(lab).senders[0].lost >= 1
+
+
+def test_wrong_key_is_rejected_and_counted_without_breaking_anything(lab, blocks):
+    states = scenario.stamp_states(lab, sender_key=b"k" * 32, reflector_key=b"x" * 32)
+    scenario.apply_states(lab, states)
+    try:
+        r3 = scenario.stub(lab, "r3")
+        before = r3.ReadResults(pb.ReadResultsRequest()).reflector.auth_failures
+        block = blocks.next()
+        lost = loss_of(lab, block, blocks)
+        assert not lost.valid and lost.reason == "probe lost"
+        assert r3.ReadResults(pb.ReadResultsRequest()).reflector.auth_failures > before
+        # the same key on both sides works at once
+        states = scenario.stamp_states(lab, sender_key=b"k" * 32, reflector_key=b"k" * 32)
+        scenario.apply_states(lab, states)
+        good = loss_of(lab, blocks.next(), blocks)
+        assert good.valid, good.reason
+    finally:
+        scenario.apply_states(lab, scenario.stamp_states(lab))
+
+
+def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks):
+    scenario.apply_states(lab, scenario.stamp_states(lab, delay_interval_ms=50))
+    try:
+        with lab.delay("r2", "r3", 20.0):
+            started = time.time_ns()
+            time.sleep(2.5)
+            delays = [d.two_way_ns / 1e6 for d in results(lab, since_ns=started).delay]
+        assert len(delays) >= 20
+        median = statistics.median(delays)
+        print(
+            f"injected 20 ms: two-way median {median:.3f} ms, min {min(delays):.3f}, "
+            f"max {max(delays):.3f} ({len(delays)} probes)"
+        )
+        assert abs(median - 20.0) < 1.0
+        one_way = [d for d in results(lab, since_ns=started).delay if d.one_way_valid]
+        assert one_way and abs(statistics.median(d.forward_ns for d in one_way) / 1e6 - 20) < 1
+    finally:
+        scenario.apply_states(lab, scenario.stamp_states(lab))
