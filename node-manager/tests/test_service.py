@@ -67,6 +67,9 @@ class MemoryDriver:
     def flows(self):
         return list(self.monitored)
 
+    def flow_names(self):
+        return {f.name for f in self.monitored}
+
     def update_flows(self, add, remove):
         self.calls += 1
         names = {f.name for f in remove}

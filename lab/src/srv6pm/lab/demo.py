@@ -42,7 +42,33 @@ def _report(block: int, counts: dict[str, dict[str, int]], dropped: int) -> None
             f"{c[ingress] - c[egress]}"
         )
     if dropped:
-        print(f"  (injected in block {block}: {dropped} drops on r2 -> r3)")
+        print(f"  (injected in block {block}: {dropped} drops on r2 -> r3, 3 on r2 -> r1)")
+
+
+def _report_stamp(lab: Lab, first: int, blocks: int) -> None:
+    """What r1's STAMP session measured: loss per block both ways, delay per probe."""
+    results = scenario.stub(lab, "r1").ReadResults(
+        pb.ReadResultsRequest(session=scenario.SESSION, since_block=first)
+    )
+    print(f"STAMP session {scenario.SESSION} (r1 -> r3, replies on the return SID list):")
+    for r in sorted(results.loss, key=lambda r: r.block):
+        if r.block >= first + blocks:
+            continue
+        if not r.valid:
+            print(f"  block {r.block}: invalid ({r.reason})")
+            continue
+        print(
+            f"  block {r.block}: forward tx {r.forward.tx} rx {r.forward.rx} lost "
+            f"{r.forward.lost} | reverse tx {r.reverse.tx} rx {r.reverse.rx} lost "
+            f"{r.reverse.lost}"
+        )
+    delays = sorted(d.two_way_ns / 1e3 for d in results.delay)
+    if delays:
+        print(
+            f"  two-way delay over {len(delays)} probes: median {delays[len(delays) // 2]:.0f} "
+            f"us, min {delays[0]:.0f} us, max {delays[-1]:.0f} us"
+        )
+    print("  (each block also carries the previous block's probe and its reply)")
 
 
 def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int:
@@ -51,7 +77,8 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int
     print(f"building the lab (namespaces {prefix}-*), one node manager per router ...")
     lab.up()
     try:
-        for router, reply in scenario.apply(lab).items():
+        states = scenario.stamp_states(lab, delay_interval_ms=500)
+        for router, reply in scenario.apply_states(lab, states).items():
             print(
                 f"  {router}: policies +{reply.policies.added}, local SIDs "
                 f"+{reply.local_sids.added}, monitored flows +{reply.flows.added}"
@@ -68,8 +95,8 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int
             for i in range(blocks):
                 block = first + i
                 if i == 1:
-                    rule = lab.drop("r2", "r3", 5, dst=scenario.FORWARD_SIDS[1])
-                    injected[block] = rule
+                    injected[block] = lab.drop("r2", "r3", 5, dst=scenario.FORWARD_SIDS[1])
+                    lab.drop("r2", "r1", 3, dst=scenario.REVERSE_SIDS[1])
                 lab.send_udp("h1", scenario.H2, 200 + 50 * i, interval=0.001)
                 lab.send_udp("h2", scenario.H1, 100 + 10 * i, interval=0.001)
                 time.sleep(max(0.0, (block + 1) * period_s + 0.1 - time.time()))
@@ -81,6 +108,8 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int
             for i in range(blocks):
                 block = first + i
                 _report(block, _read(lab, block), 5 if block in injected else 0)
+            time.sleep(max(0.0, (first + blocks + 1) * period_s + 0.5 - time.time()))
+            _report_stamp(lab, first, blocks)
     finally:
         print("tearing the lab down ...")
         lab.down()

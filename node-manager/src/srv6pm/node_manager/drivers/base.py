@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -58,6 +59,8 @@ class DataPlaneDriver(Protocol):
     def remove_local_address(self, address: str) -> None: ...
 
     def flows(self) -> list[MonitoredFlow]: ...
+
+    def flow_names(self) -> AbstractSet[str]: ...
 
     def update_flows(
         self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]

@@ -271,9 +271,11 @@ class NodeService:
     # ---- counters ----------------------------------------------------------------------------
 
     def _names(self, requested: Iterable[str]) -> list[str]:
-        known = [f.name for f in self._driver.flows()]
-        wanted = list(requested) or known
-        unknown = sorted(set(wanted) - set(known))
+        wanted = list(requested)
+        if not wanted:
+            return [f.name for f in self._driver.flows()]
+        known = self._driver.flow_names()  # a set: STAMP asks for one flow per probe
+        unknown = sorted(n for n in wanted if n not in known)
         if unknown:
             raise NotFound(f"no monitored flow named {', '.join(unknown)} on this node")
         return wanted

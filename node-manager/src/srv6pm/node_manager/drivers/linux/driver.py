@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -73,6 +74,9 @@ class LinuxDriver:
 
     def flows(self) -> list[MonitoredFlow]:
         return self._monitor.flows()
+
+    def flow_names(self) -> AbstractSet[str]:
+        return self._monitor.flow_names()
 
     def update_flows(self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]) -> None:
         self._monitor.update_flows(add, remove)

@@ -15,6 +15,7 @@ import shutil
 import struct
 import time
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -179,6 +180,9 @@ class Monitor:
 
     def flows(self) -> list[MonitoredFlow]:
         return [f.spec() for f in self._flows.values()]
+
+    def flow_names(self) -> AbstractSet[str]:
+        return self._flows.keys()  # the dict is replaced, never mutated
 
     def _recover_flows(self) -> dict[str, InstalledFlow]:
         """Flows from the state file that the flows map still holds, with the same slot."""
