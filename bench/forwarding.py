@@ -34,6 +34,7 @@ from typing import Any, NoReturn, TextIO
 
 import grpc
 from srv6pm.lab import Lab, LabError, Topology
+from srv6pm.node_manager.drivers.linux.bpftool import bpf_syscall, obj_get
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
@@ -49,7 +50,8 @@ LOCK = BIN / "forwarding.lock"
 
 GEN_CORE = 0  # generator, sink receive, node manager, this script
 ROUTER_CORE = 1  # r1's receive and forwarding (RPS)
-FLOW_COUNTS = (0, 1, 16, 1000, 10000)  # 0 = plain SRv6 encapsulation, no monitoring
+EMPTY_HOOK = -1  # no monitored flow, an empty program on the egress hook: the hook's own cost
+FLOW_COUNTS = (0, EMPTY_HOOK, 1, 16, 1000, 10000)  # 0 = plain SRv6 encapsulation
 
 SIDS = ("fc00:0:2::e", "fc00:0:3::d6")
 POLICY_PREFIX = "fd00:2::/64"
@@ -60,11 +62,9 @@ MARK_PROGRAM = "srv6pm_mark"
 # bpf(2) commands used directly: bpftool 7.1 can neither attach raw tracepoints nor hold
 # BPF_ENABLE_STATS open (an fd that turns bpf_stats off by itself when this process dies).
 BPF_MAP_LOOKUP_ELEM = 1
-BPF_OBJ_GET = 7
 BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_ENABLE_STATS = 32
 BPF_STATS_RUN_TIME = 0
-SYS_BPF = {"x86_64": 321, "aarch64": 280}
 
 
 # ---- small helpers ---------------------------------------------------------------------------
@@ -91,16 +91,14 @@ def build(source: Path, target: Path, argv: list[str]) -> Path:
     return target
 
 
-def build_tools() -> tuple[Path, Path]:
-    """The generator binary and the softirq probe object, rebuilt when stale."""
+def build_tools() -> tuple[Path, Path, Path]:
+    """The generator binary, the softirq probe and the empty tc program, rebuilt when stale."""
     pktgen = build(HERE / "pktgen.c", BIN / "pktgen", ["gcc", "-O2", "-Wall", "-Wextra"])
     include = f"-I/usr/include/{platform.machine()}-linux-gnu"
-    probe = build(
-        HERE / "softirq.bpf.c",
-        BIN / "softirq.bpf.o",
-        ["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", include, "-c"],
-    )
-    return pktgen, probe
+    clang = ["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", include, "-c"]
+    probe = build(HERE / "softirq.bpf.c", BIN / "softirq.bpf.o", clang)
+    empty = build(HERE / "empty.bpf.c", BIN / "empty.bpf.o", clang)
+    return pktgen, probe, empty
 
 
 def median(values: Sequence[float]) -> float:
@@ -108,15 +106,6 @@ def median(values: Sequence[float]) -> float:
 
 
 # ---- bpf(2) ----------------------------------------------------------------------------------
-
-
-class _ObjGetAttr(ctypes.Structure):
-    _fields_ = (
-        ("pathname", ctypes.c_uint64),
-        ("bpf_fd", ctypes.c_uint32),
-        ("file_flags", ctypes.c_uint32),
-        ("path_fd", ctypes.c_int32),
-    )
 
 
 class _RawTracepointAttr(ctypes.Structure):
@@ -144,19 +133,10 @@ class _EnableStatsAttr(ctypes.Structure):
 
 def bpf(cmd: int, attr: ctypes.Structure) -> int:
     """The bpf(2) system call; returns its (fd) result or raises OSError."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = int(
-        libc.syscall(SYS_BPF[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
-    )
+    result = bpf_syscall(cmd, attr)
     if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+        raise OSError(-result, os.strerror(-result))
     return result
-
-
-def obj_get(path: Path) -> int:
-    name = ctypes.create_string_buffer(os.fsencode(path))
-    return bpf(BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(name)))
 
 
 @contextlib.contextmanager
@@ -376,18 +356,36 @@ def node_state(lab: Lab, flows: int) -> pb.NodeState:
 class R1:
     """r1's node manager, through gRPC only."""
 
-    def __init__(self, lab: Lab) -> None:
+    def __init__(self, lab: Lab, empty_program: Path) -> None:
         self._lab = lab
+        self._empty = empty_program
         options = [("grpc.enable_http_proxy", 0), ("grpc.max_send_message_length", 64 << 20)]
         self._channel = grpc.insecure_channel(lab.grpc_address("r1"), options=options)
         self._stub = pb_grpc.NodeManagerStub(self._channel)
 
     def apply(self, flows: int) -> float:
-        """Converge r1 to the policy plus ``flows`` monitored flows; seconds it took."""
+        """Converge r1 to the policy plus ``flows`` monitored flows (EMPTY_HOOK: none, and an
+        empty program on the hook instead); seconds it took."""
         start = time.monotonic()
-        request = pb.ApplyStateRequest(desired=node_state(self._lab, flows))
+        request = pb.ApplyStateRequest(desired=node_state(self._lab, max(flows, 0)))
         self._stub.ApplyState(request, timeout=120)
+        self._empty_hook(flows == EMPTY_HOOK)
         return time.monotonic() - start
+
+    def _empty_hook(self, attached: bool) -> None:
+        # tc(8) here: this is the benchmark's own probe, not the node manager's (prio 1, its
+        # own handle, so the node manager's filter is never touched)
+        dev = self._lab.interface("r1", "sink")
+        self._lab.exec("r1", ["tc", "qdisc", "add", "dev", dev, "clsact"], capture_output=True)
+        self._lab.exec(
+            "r1", ["tc", "filter", "del", "dev", dev, "egress", "prio", "1"], capture_output=True
+        )
+        if attached:
+            sh(
+                self._lab,
+                "r1",
+                f"tc filter add dev {dev} egress prio 1 handle 1 bpf da obj {self._empty} sec tc",
+            )
 
     def close(self) -> None:
         self._channel.close()
@@ -641,6 +639,8 @@ def summarise(samples: Sequence[Sample]) -> list[dict[str, Any]]:
 
 
 def config_name(flows: int) -> str:
+    if flows == EMPTY_HOOK:
+        return "empty tc program"
     return "plain encap" if flows == 0 else f"{flows} flow{'s' if flows > 1 else ''}"
 
 
@@ -781,10 +781,12 @@ def main_pass(
     return samples
 
 
-def bench(args: argparse.Namespace, lab: Lab, pktgen: Path, probe_obj: Path) -> dict[str, Any]:
+def bench(
+    args: argparse.Namespace, lab: Lab, pktgen: Path, probe_obj: Path, empty_obj: Path
+) -> dict[str, Any]:
     timing = Timing(args.rate, args.warmup, args.window, args.settle)
     with contextlib.ExitStack() as cleanup:
-        r1 = R1(lab)
+        r1 = R1(lab, empty_obj)
         # closed before lab.down() stops the node manager: a server that closes a connection first
         # leaves its port in TIME_WAIT, and the next `lab.up()` would find it taken
         cleanup.callback(r1.close)
@@ -843,7 +845,7 @@ def single_instance() -> Iterator[None]:
 
 def run_lab(args: argparse.Namespace) -> dict[str, Any]:
     """Up, measure, down (always, even on failure or a signal)."""
-    pktgen, probe_obj = build_tools()
+    pktgen, probe_obj, empty_obj = build_tools()
     lab = Lab(Topology.load(TOPOLOGY), prefix=PREFIX, base_port=BASE_PORT)
     if lab.is_up():
         print(f"removing a lab {PREFIX!r} left by an earlier run", file=sys.stderr)
@@ -851,7 +853,7 @@ def run_lab(args: argparse.Namespace) -> dict[str, Any]:
     try:
         wait_for_port(BASE_PORT)
         lab.up()
-        return bench(args, lab, pktgen, probe_obj)
+        return bench(args, lab, pktgen, probe_obj, empty_obj)
     finally:
         for problem in lab.down():
             print(f"teardown: {problem}", file=sys.stderr)

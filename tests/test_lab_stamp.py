@@ -120,3 +120,16 @@ def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks
         assert one_way and abs(statistics.median(d.forward_ns for d in one_way) / 1e6 - 20) < 1
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))
+
+
+def test_a_node_manager_restarted_after_kill_9_resumes_its_sessions(stamp_lab, blocks):
+    lab = stamp_lab
+    lab.stop_node_manager("r1", kill=True)
+    lab.start_node_manager("r1")  # no ApplyState: it restores the last applied state itself
+    blocks.next()
+    block = blocks.next()
+    lab.send_udp("h1", H2, 30, interval=0.0005)
+    result = loss_of(lab, block, blocks)
+    assert result.valid, result.reason
+    assert (result.forward.lost, result.reverse.lost) == (0, 0)
+    assert result.forward.tx == 31  # 30 packets + the previous block's probe

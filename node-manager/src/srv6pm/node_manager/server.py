@@ -45,9 +45,10 @@ class NodeManagerServer:
             ("grpc.max_send_message_length", MAX_MESSAGE),
         ]
         self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
-        pb_grpc.add_NodeManagerServicer_to_server(
-            NodeManagerServicer(settings.node_id, self.service), self.grpc
+        self.servicer = NodeManagerServicer(
+            settings.node_id, self.service, settings.state_dir / "desired.pb"
         )
+        pb_grpc.add_NodeManagerServicer_to_server(self.servicer, self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         names = (
@@ -62,6 +63,7 @@ class NodeManagerServer:
         self._settings = settings
 
     def start(self) -> None:
+        self.servicer.restore()
         self.service.start()
         self.grpc.start()
         for name in ("", "srv6pm.v1.NodeManager"):

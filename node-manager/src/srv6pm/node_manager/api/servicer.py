@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -31,9 +33,29 @@ def _changes(c: Changes) -> pb.Changes:
 
 
 class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
-    def __init__(self, node_id: str, service: NodeService) -> None:
+    def __init__(self, node_id: str, service: NodeService, desired_file: Path) -> None:
         self._node_id = node_id
         self._service = service
+        self._desired_file = desired_file
+
+    def restore(self) -> None:
+        """Converge again to the last state applied before a restart: the kernel kept routes,
+        flows and counters, but STAMP sessions live in this process."""
+        if not self._desired_file.exists():
+            return
+        desired = pb.NodeState.FromString(self._desired_file.read_bytes())
+        try:
+            self._service.apply(convert.node_state(desired))
+            log.info("restored the last applied state from %s", self._desired_file)
+        except NodeManagerError as e:
+            log.error("cannot restore the last applied state: %s", e)
+
+    def _save(self, desired: pb.NodeState) -> None:
+        tmp = self._desired_file.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold HMAC keys
+        with os.fdopen(fd, "wb") as f:
+            f.write(desired.SerializeToString())
+        os.replace(tmp, self._desired_file)
 
     def _call(self, context: grpc.ServicerContext, fn: Callable[[], R]) -> R:
         try:
@@ -67,6 +89,8 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
     def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:
         def apply() -> pb.ApplyStateResponse:
             result = self._service.apply(convert.node_state(request.desired), request.dry_run)
+            if not request.dry_run:
+                self._save(request.desired)
             return pb.ApplyStateResponse(
                 policies=_changes(result.policies),
                 local_sids=_changes(result.local_sids),

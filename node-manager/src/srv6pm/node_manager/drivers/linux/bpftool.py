@@ -57,7 +57,8 @@ class _BatchAttr(ctypes.Structure):
     )
 
 
-def _bpf(cmd: int, attr: ctypes.Structure) -> int:
+def bpf_syscall(cmd: int, attr: ctypes.Structure) -> int:
+    """bpf(2): its result, or -errno."""
     libc = ctypes.CDLL(None, use_errno=True)
     ret = int(
         libc.syscall(SYS_BPF[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
@@ -68,7 +69,7 @@ def _bpf(cmd: int, attr: ctypes.Structure) -> int:
 def obj_get(path: Path) -> int:
     """A new file descriptor for the program or map pinned at `path` (close it when done)."""
     name = ctypes.create_string_buffer(os.fsencode(path))
-    fd = _bpf(BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(name)))
+    fd = bpf_syscall(BPF_OBJ_GET, _ObjGetAttr(pathname=ctypes.addressof(name)))
     if fd < 0:
         raise BpftoolError(f"cannot open pinned eBPF object {path}: {os.strerror(-fd)}")
     return fd
@@ -95,7 +96,7 @@ def read_percpu_array(path: Path, entries: int, value_size: int) -> bytes:
             count=entries,
             map_fd=fd,
         )
-        ret = _bpf(BPF_MAP_LOOKUP_BATCH, attr)
+        ret = bpf_syscall(BPF_MAP_LOOKUP_BATCH, attr)
         # ENOENT: the whole map was read in this one call
         if (ret < 0 and ret != -errno.ENOENT) or attr.count != entries:
             raise BpftoolError(f"cannot read {path}: {os.strerror(-ret)} ({attr.count} read)")

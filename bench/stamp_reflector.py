@@ -1,0 +1,660 @@
+#!/usr/bin/env python3
+"""STAMP Session-Reflector throughput on one core: NDR (no loss) and the rate at 0.5 % loss.
+
+Two namespaces, bs-gen and bs-refl, joined by a veth pair. In bs-refl, our reflector
+(``srv6pm.twamp`` Reflector, stateless, unauthenticated, on one asyncio loop: this script with
+``--serve``) runs pinned to core 1, and RPS steers the receive work of its veth to core 1 too.
+In bs-gen, bench/stampgen.c (pinned to core 0, RPS of its veth on core 0) sends 44-octet STAMP
+test packets at a paced rate and counts the replies on its socket.
+
+Each trial offers one rate for --trial seconds. A search steps the rate up a ladder, then
+bisects between the last loss-free step and the first lossy one (NDR, RFC 2544) and between
+the last step at <= 0.5 % loss and the first above it. The search is repeated --repeats times.
+A separate pass measures the CPU cost per reflected packet at a moderate rate.
+
+Run as root: ``python bench/stamp_reflector.py`` (``--help`` for the knobs). ``--other NAME=CMD``
+adds another reflector, measured the same way (``{addr}`` and ``{port}`` in CMD are replaced).
+Method and results: docs/BENCHMARKS.md. Raw data: bench/results/stamp-reflector-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import importlib
+import json
+import os
+import platform
+import select
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BIN = HERE / "bin"
+RESULTS = HERE / "results"
+
+GEN_CORE = 0  # generator, its replies' receive (RPS), this script
+REFL_CORE = 1  # the reflector process and its receive (RPS)
+PORT = 862
+GEN_PORT = 50000
+PACKET_OCTETS = 44
+LADDER = (5_000, 10_000, 20_000, 30_000, 40_000, 60_000, 80_000, 100_000, 120_000, 150_000, 200_000)
+PDR_LOSS = 0.005  # "rate at 0.5 % loss": the highest rate with loss <= this
+
+USER_HZ = os.sysconf("SC_CLK_TCK")
+
+
+# ---- small helpers ---------------------------------------------------------------------------
+
+
+class BenchError(Exception):
+    """A failure with a message meant for the user."""
+
+
+def run(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run a command, raise BenchError with its stderr if it fails."""
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    if r.returncode != 0:
+        raise BenchError(f"`{' '.join(argv)}` failed: {r.stderr.strip()}")
+    return r
+
+
+def build_stampgen() -> Path:
+    """bench/bin/stampgen, rebuilt when older than its source."""
+    source, target = HERE / "stampgen.c", BIN / "stampgen"
+    if not target.exists() or target.stat().st_mtime < source.stat().st_mtime:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        run(["gcc", "-O2", "-Wall", "-Wextra", str(source), "-o", str(target)])
+    return target
+
+
+def idle_s(cpu: int) -> float:
+    """Idle seconds of ``cpu`` (/proc/stat idle + iowait). Exact with NO_HZ, rounded to 10 ms;
+    the busy columns are tick-sampled and miss most softirq work (see the forwarding section of
+    docs/BENCHMARKS.md), so busy time is taken as elapsed - idle."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name == f"cpu{cpu}":
+            return (int(fields[3]) + int(fields[4])) / USER_HZ
+    raise BenchError(f"no cpu{cpu} in /proc/stat")
+
+
+def backlog_drops(cpu: int) -> int:
+    """Packets dropped because ``cpu``'s input backlog was full (/proc/net/softnet_stat)."""
+    lines = Path("/proc/net/softnet_stat").read_text().splitlines()
+    return int(lines[cpu].split()[1], 16)
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time of all threads of ``pid`` in ns (schedstat: the scheduler's exact runtime)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
+
+
+def udp6_counters(pid: int) -> dict[str, int]:
+    """Udp6 counters of the namespace ``pid`` lives in (/proc/<pid>/net/snmp6)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/net/snmp6").read_text().splitlines():
+        name, value = line.split()
+        if name.startswith("Udp6"):
+            out[name] = int(value)
+    return out
+
+
+def udp6_rx_queue(pid: int, port: int) -> int:
+    """Bytes queued on the UDP/IPv6 socket(s) bound to ``port`` in ``pid``'s namespace."""
+    total = 0
+    for line in Path(f"/proc/{pid}/net/udp6").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port:
+            total += int(fields[4].split(":")[1], 16)
+    return total
+
+
+def raise_on_signal(signum: int, _frame: object) -> NoReturn:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def environment() -> dict[str, Any]:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    git = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    sysctl = Path("/proc/sys/net/core")
+    return {
+        "kernel": platform.release(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "git": git,
+        "netdev_max_backlog": int((sysctl / "netdev_max_backlog").read_text()),
+        "rmem_max": int((sysctl / "rmem_max").read_text()),
+    }
+
+
+# ---- the reflector under test (--serve) ------------------------------------------------------
+
+
+class ConstantCounters:
+    """A BlockCounters stand-in: every flow counted 0 packets in every block. The benchmark's
+    probes carry no Direct Measurement TLV, so the reflector never asks for counters."""
+
+    def block_packets(self, flow: str, block: int) -> int | None:
+        return 0
+
+
+def _loop_policy() -> str:
+    """Use uvloop when it happens to be installed (it is not a dependency); say which loop."""
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return "asyncio"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"
+
+
+async def _serve(address: str, port: int, loop_name: str) -> None:
+    # imported here: the orchestrating side of this script does not need the project installed
+    from srv6pm.twamp.reflector import Reflector, ReflectorConfig  # noqa: PLC0415
+    from srv6pm.twamp.transport import Endpoint, open_socket  # noqa: PLC0415
+
+    loop = asyncio.get_running_loop()
+    sock = open_socket(address, port)
+    endpoint = Endpoint(sock)
+    reflector = Reflector(ReflectorConfig(), ConstantCounters(), endpoint.send)
+    endpoint.serve(reflector.handle)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    print(json.dumps({"ready": True, "loop": loop_name, "rcvbuf": rcvbuf}), flush=True)
+    await stop.wait()
+    endpoint.close()
+    print(json.dumps({"stats": dataclasses.asdict(reflector.stats)}), flush=True)
+
+
+def serve(address: str, port: int) -> int:
+    loop_name = _loop_policy()
+    asyncio.run(_serve(address, port, loop_name))
+    return 0
+
+
+# ---- namespaces ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Side:
+    netns: str
+    ifname: str
+    address: str
+    rps_core: int  # receive work of this side's veth runs on this core
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two namespaces joined by one veth pair, with static neighbours (no ND during a run)."""
+
+    a: Side
+    b: Side
+
+    def sides(self) -> tuple[Side, Side]:
+        return self.a, self.b
+
+    def exists(self) -> list[str]:
+        names = run(["ip", "netns", "list"]).stdout.split()
+        return [s.netns for s in self.sides() if s.netns in names]
+
+    def up(self) -> None:
+        for side in self.sides():
+            run(["ip", "netns", "add", side.netns])
+        a, b = self.sides()
+        other_end = ["peer", "name", b.ifname, "netns", b.netns]
+        run(["ip", "-n", a.netns, "link", "add", a.ifname, "type", "veth", *other_end])
+        for side in self.sides():
+            sysctls = [f"net.ipv6.conf.{c}.accept_dad=0" for c in ("all", "default", side.ifname)]
+            run(["ip", "netns", "exec", side.netns, "sysctl", "-qw", *sysctls])
+            run(["ip", "-n", side.netns, "link", "set", "lo", "up"])
+            run(["ip", "-n", side.netns, "link", "set", side.ifname, "up"])
+            address = [f"{side.address}/64", "dev", side.ifname, "nodad"]
+            run(["ip", "-n", side.netns, "addr", "add", *address])
+            mask = f"{1 << side.rps_core:x}"
+            rps = f"/sys/class/net/{side.ifname}/queues/rx-0/rps_cpus"
+            run(["ip", "netns", "exec", side.netns, "sh", "-c", f"echo {mask} > {rps}"])
+        for side, peer in ((a, b), (b, a)):
+            entry = [peer.address, "lladdr", self.mac(peer), "dev", side.ifname, "nud", "permanent"]
+            run(["ip", "-n", side.netns, "-6", "neigh", "replace", *entry])
+
+    def mac(self, side: Side) -> str:
+        r = run(["ip", "-n", side.netns, "-j", "link", "show", side.ifname])
+        return str(json.loads(r.stdout)[0]["address"])
+
+    def down(self) -> list[str]:
+        problems = []
+        for netns in self.exists():
+            r = subprocess.run(
+                ["ip", "netns", "del", netns], capture_output=True, text=True, check=False
+            )
+            if r.returncode != 0:
+                problems.append(f"ip netns del {netns}: {r.stderr.strip()}")
+        return problems
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Pair]:
+        if self.exists():
+            print(f"removing namespaces left by an earlier run: {self.exists()}", file=sys.stderr)
+            self.down()
+        try:
+            self.up()
+            yield self
+        finally:
+            for problem in self.down():
+                print(f"teardown: {problem}", file=sys.stderr)
+
+
+PAIR = Pair(
+    Side("bs-gen", "bsg0", "fd00:bb::1", GEN_CORE),
+    Side("bs-refl", "bsr0", "fd00:bb::2", REFL_CORE),
+)
+
+
+# ---- reflector processes ---------------------------------------------------------------------
+
+
+class ReflectorProcess:
+    """A reflector running in a namespace, pinned to one core."""
+
+    def __init__(self, name: str, argv: Sequence[str], side: Side, core: int) -> None:
+        self.name = name
+        self.info: dict[str, Any] = {}
+        full = ["ip", "netns", "exec", side.netns, "taskset", "-c", str(core), *argv]
+        # `ip netns exec` and `taskset` both exec(): the child's pid is the reflector's.
+        # stderr to a file: a chatty reflector must never block on a full pipe
+        self.log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in stop())
+        self.proc = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.pid = self.proc.pid
+
+    @classmethod
+    def ours(cls, side: Side, core: int, port: int = PORT) -> ReflectorProcess:
+        argv = [sys.executable, str(Path(__file__).resolve()), "--serve"]
+        argv += ["--address", side.address, "--port", str(port)]
+        r = cls("srv6pm.twamp", argv, side, core)
+        r.info = r.read_json(timeout_s=20)
+        if not r.info.get("ready"):
+            r.stop()
+            raise BenchError(f"our reflector did not start: {r.info}")
+        return r
+
+    @classmethod
+    def other(cls, name: str, command: str, side: Side, core: int) -> ReflectorProcess:
+        argv = shlex.split(command.format(addr=side.address, port=PORT))
+        r = cls(name, argv, side, core)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # listening when its port shows in /proc/net/udp6
+            if r.proc.poll() is not None:
+                raise BenchError(f"{name} exited: {r.stderr_text()}")
+            with contextlib.suppress(ValueError, IndexError):
+                if any(
+                    int(line.split()[1].rsplit(":", 1)[1], 16) == PORT
+                    for line in Path(f"/proc/{r.pid}/net/udp6").read_text().splitlines()[1:]
+                ):
+                    return r
+            time.sleep(0.2)
+        r.stop()
+        raise BenchError(f"{name} did not open port {PORT}")
+
+    def read_json(self, timeout_s: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            raise BenchError(f"{self.name}: no output ({self.stderr_text()})")
+        return dict(json.loads(line))
+
+    def stderr_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read().strip()[-2000:]
+
+    def cpu_ns(self) -> int:
+        return process_cpu_ns(self.pid)
+
+    def drained(self, timeout_s: float = 10.0) -> None:
+        """Wait until the reflector's socket is empty (it answered all it will answer)."""
+        deadline = time.monotonic() + timeout_s
+        while udp6_rx_queue(self.pid, PORT) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM (ours prints its final stats), SIGKILL if it does not go."""
+        final: dict[str, Any] = {}
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, _ = self.proc.communicate()
+            for line in out.splitlines():
+                with contextlib.suppress(ValueError):
+                    final.update(json.loads(line))
+        self.log.close()
+        return final
+
+
+# ---- trials ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trial:
+    reflector: str
+    rate: int  # requested
+    offered_pps: float  # sent / elapsed
+    reflected_pps: float  # replies counted by the generator / elapsed
+    sent: int
+    received: int
+    loss: float  # (sent - received) / sent
+    send_errors: int
+    schedule_resets: int
+    refl_cpu_ns_per_pkt: float  # reflector process CPU time / replies
+    core_busy_ns_per_pkt: float  # reflector core busy time (process + softirq) / replies
+    core_busy: float  # fraction of the trial's wall time
+    rcvbuf_errors: int  # reflector namespace Udp6RcvbufErrors
+    sndbuf_errors: int  # reflector namespace Udp6SndbufErrors
+    backlog_drops: int  # reflector core's input backlog
+    rtt_p50_us: float
+    rtt_p99_us: float
+    rtt_max_us: float
+
+
+class Bench:
+    def __init__(self, stampgen: Path, trial_s: float, drain_s: float) -> None:
+        self.stampgen = stampgen
+        self.trial_s = trial_s
+        self.drain_s = drain_s
+        self._ssid = 0
+        self.trials: list[Trial] = []
+
+    def trial(self, refl: ReflectorProcess, rate: int, duration_s: float | None = None) -> Trial:
+        duration = duration_s or self.trial_s
+        self._ssid = self._ssid % 65535 + 1  # a new SSID per trial: late replies do not count
+        gen, refl_side = PAIR.a, PAIR.b
+        argv = ["ip", "netns", "exec", gen.netns, "taskset", "-c", str(GEN_CORE)]
+        argv += [str(self.stampgen), "--src", gen.address, "--dst", refl_side.address]
+        argv += ["--sport", str(GEN_PORT), "--dport", str(PORT), "--ssid", str(self._ssid)]
+        argv += ["--rate", str(rate), "--duration", f"{duration:.3f}"]
+        argv += ["--drain", f"{self.drain_s:.3f}"]
+        refl.drained()
+        time.sleep(0.3)
+        udp0, drops0, cpu0 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
+        t0, idle0 = time.monotonic(), idle_s(REFL_CORE)
+        r = run(argv)
+        t1, idle1 = time.monotonic(), idle_s(REFL_CORE)
+        udp1, drops1, cpu1 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
+        g = json.loads(r.stdout)
+        sent, received, elapsed = g["sent"], g["received"], g["elapsed_s"]
+        busy_ns = max(0.0, (t1 - t0) - (idle1 - idle0)) * 1e9
+        t = Trial(
+            reflector=refl.name,
+            rate=rate,
+            offered_pps=sent / elapsed,
+            reflected_pps=received / elapsed,
+            sent=sent,
+            received=received,
+            loss=(sent - received) / sent if sent else float("nan"),
+            send_errors=g["send_errors"],
+            schedule_resets=g["schedule_resets"],
+            refl_cpu_ns_per_pkt=(cpu1 - cpu0) / received if received else float("nan"),
+            core_busy_ns_per_pkt=busy_ns / received if received else float("nan"),
+            core_busy=busy_ns / 1e9 / (t1 - t0),
+            rcvbuf_errors=udp1.get("Udp6RcvbufErrors", 0) - udp0.get("Udp6RcvbufErrors", 0),
+            sndbuf_errors=udp1.get("Udp6SndbufErrors", 0) - udp0.get("Udp6SndbufErrors", 0),
+            backlog_drops=drops1 - drops0,
+            rtt_p50_us=g["rtt_p50_us"],
+            rtt_p99_us=g["rtt_p99_us"],
+            rtt_max_us=g["rtt_max_us"],
+        )
+        self.trials.append(t)
+        print(
+            f"  {t.reflector}: rate {rate / 1e3:6.1f}k offered {t.offered_pps / 1e3:6.1f}k "
+            f"reflected {t.reflected_pps / 1e3:6.1f}k loss {t.loss:7.3%} "
+            f"cpu {t.refl_cpu_ns_per_pkt:6.0f} ns/pkt core {t.core_busy:.2f} "
+            f"rcvbuf-drops {t.rcvbuf_errors} backlog-drops {t.backlog_drops} "
+            f"rtt p50/p99 {t.rtt_p50_us:.0f}/{t.rtt_p99_us:.0f} us",
+            flush=True,
+        )
+        return t
+
+
+@dataclass
+class Search:
+    reflector: str
+    repeat: int
+    steps: list[Trial]
+    ndr_pps: float  # highest rate with 0 loss (offered, as measured)
+    pdr_pps: float  # highest rate with loss <= PDR_LOSS
+    max_reflected_pps: float  # the most replies per second any trial of the search got back
+
+
+def bisect(
+    bench: Bench, refl: ReflectorProcess, ok: Trial | None, bad: Trial, limit: float, res: float
+) -> Trial | None:
+    """The highest passing trial (loss <= limit) between ``ok`` (passed) and ``bad`` (failed)."""
+    lo = ok.rate if ok else 0
+    hi = bad.rate
+    best = ok
+    while hi - lo > max(res, 0.02 * lo):
+        mid = int(round((lo + hi) / 2 / 500) * 500)
+        if mid in (lo, hi):
+            break
+        t = bench.trial(refl, mid)
+        if t.loss <= limit:
+            lo, best = mid, t
+        else:
+            hi = mid
+    return best
+
+
+def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[int]) -> Search:
+    """Step up the ladder until loss passes 5 % (or twice above 0.5 %), then bisect."""
+    steps: list[Trial] = []
+    for rate in ladder:
+        t = bench.trial(refl, rate)
+        steps.append(t)
+        if t.loss > 0.05 or sum(s.loss > PDR_LOSS for s in steps) >= 2:
+            break
+    results: dict[float, float] = {}
+    for limit in (0.0, PDR_LOSS):
+        first_bad = next((s for s in steps if s.loss > limit), None)
+        passing = [
+            s for s in steps if s.loss <= limit and (not first_bad or s.rate < first_bad.rate)
+        ]
+        ok = passing[-1] if passing else None
+        best = bisect(bench, refl, ok, first_bad, limit, 1000) if first_bad else ok
+        results[limit] = best.offered_pps if best else 0.0
+    return Search(
+        refl.name,
+        repeat,
+        steps,
+        results[0.0],
+        results[PDR_LOSS],
+        max(t.reflected_pps for t in bench.trials if t.reflector == refl.name),
+    )
+
+
+def cpu_pass(bench: Bench, refl: ReflectorProcess, rate: int, repeats: int) -> list[Trial]:
+    return [bench.trial(refl, rate, duration_s=5.0) for _ in range(repeats)]
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+
+def spread(values: Sequence[float]) -> str:
+    return (
+        f"{statistics.median(values) / 1e3:.1f}k ({min(values) / 1e3:.1f}-{max(values) / 1e3:.1f}k)"
+    )
+
+
+def tables(searches: Sequence[Search], cpu: dict[str, list[Trial]]) -> str:
+    lines = [
+        "| reflector | repeat | requested | offered | reflected | loss |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in searches:
+        for t in sorted(s.steps, key=lambda t: t.rate):
+            lines.append(
+                f"| {s.reflector} | {s.repeat} | {t.rate / 1e3:.1f}k | {t.offered_pps / 1e3:.1f}k "
+                f"| {t.reflected_pps / 1e3:.1f}k | {t.loss:.3%} |"
+            )
+    lines += [
+        "",
+        "| reflector | NDR median (min-max) | rate at <= 0.5 % loss | max reflected |",
+        "|---|---|---|---|",
+    ]
+    for name in dict.fromkeys(s.reflector for s in searches):
+        mine = [s for s in searches if s.reflector == name]
+        lines.append(
+            f"| {name} | {spread([s.ndr_pps for s in mine])} | {spread([s.pdr_pps for s in mine])} "
+            f"| {spread([s.max_reflected_pps for s in mine])} |"
+        )
+    lines += [
+        "",
+        "| reflector | rate | process CPU ns/pkt | core busy ns/pkt | core busy |",
+        "|---|---|---|---|---|",
+    ]
+    for name, trials in cpu.items():
+        for t in trials:
+            lines.append(
+                f"| {name} | {t.offered_pps / 1e3:.1f}k | {t.refl_cpu_ns_per_pkt:.0f} "
+                f"| {t.core_busy_ns_per_pkt:.0f} | {t.core_busy:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--address", default="::", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=PORT, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--trial", type=float, default=3.0, help="seconds per rate (default: %(default)s)"
+    )
+    p.add_argument(
+        "--drain", type=float, default=0.5, help="receive after sending, s (default: %(default)s)"
+    )
+    p.add_argument("--repeats", type=int, default=3, help="NDR searches (default: %(default)s)")
+    p.add_argument("--ladder", type=int, nargs="+", default=list(LADDER), help="rates, pps")
+    p.add_argument(
+        "--cpu-rate", type=int, default=20_000, help="rate of the CPU pass (default: %(default)s)"
+    )
+    p.add_argument("--cpu-repeats", type=int, default=3, help="trials of 5 s in the CPU pass")
+    p.add_argument(
+        "--other",
+        action="append",
+        default=[],
+        metavar="NAME=CMD",
+        help="another reflector: CMD with {addr} and {port}",
+    )
+    p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    return p.parse_args(argv)
+
+
+def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
+    bench = Bench(stampgen, args.trial, args.drain)
+    searches: list[Search] = []
+    cpu: dict[str, list[Trial]] = {}
+    info: dict[str, Any] = {}
+    candidates: list[tuple[str, str | None]] = [("srv6pm.twamp", None)]
+    for other in args.other:
+        name, _, command = other.partition("=")
+        candidates.append((name, command))
+    for name, command in candidates:
+        print(f"{name}:", flush=True)
+        refl = (
+            ReflectorProcess.ours(PAIR.b, REFL_CORE)
+            if command is None
+            else ReflectorProcess.other(name, command, PAIR.b, REFL_CORE)
+        )
+        try:
+            bench.trial(refl, 2000, duration_s=1.0)  # warm-up, not kept
+            bench.trials.pop()
+            cpu[name] = cpu_pass(bench, refl, args.cpu_rate, args.cpu_repeats)
+            for rep in range(1, args.repeats + 1):
+                s = search(bench, refl, rep, args.ladder)
+                print(
+                    f"  search {rep}: NDR {s.ndr_pps / 1e3:.1f}k pps, "
+                    f"<= 0.5 % loss {s.pdr_pps / 1e3:.1f}k pps",
+                    flush=True,
+                )
+                searches.append(s)
+        finally:
+            info[name] = {"start": refl.info, "final": refl.stop()}
+    return {
+        "settings": {**vars(args), "out": str(args.out), "packet_octets": PACKET_OCTETS},
+        "reflectors": info,
+        "trials": [asdict(t) for t in bench.trials],
+        "searches": [
+            {k: v for k, v in asdict(s).items() if k != "steps"} | {"steps": len(s.steps)}
+            for s in searches
+        ],
+        "cpu": {k: [asdict(t) for t in v] for k, v in cpu.items()},
+        "table": tables(searches, cpu),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve:
+        return serve(args.address, args.port)
+    if os.geteuid() != 0:
+        print("stamp_reflector.py needs root (namespaces)", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, raise_on_signal)
+    os.sched_setaffinity(0, {GEN_CORE})  # this script and what it starts stay off core 1
+    started = time.time()
+    try:
+        stampgen = build_stampgen()
+        with PAIR.running():
+            result = measure(args, stampgen)
+    except BenchError as e:
+        print(f"stamp_reflector.py: {e}", file=sys.stderr)
+        return 1
+    result["environment"] = environment()
+    result["wall_s"] = time.time() - started
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"stamp-reflector-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{result['table']}\n\nresults: {path}; wall time {result['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""How many STAMP Session-Sender sessions one node runs at 1 probe/s: N = 1000, 3000, 10000.
+
+Two namespaces, bs-snd and bs-rfl, joined by a veth pair. In bs-snd, one process pinned to
+core 1 (this script with ``--senders N``) runs N ``srv6pm.twamp`` SenderSession objects on one
+asyncio loop, each with its own socket, as the node manager does: delay_interval 1 s (one
+delay probe per second), period 10 s (plus one loss probe per block, in the middle of the
+next one), all towards one reflector: our Reflector (bench/stamp_reflector.py --serve) in
+bs-rfl, pinned to core 0. RPS puts the receive work of bs-snd's veth on core 1 and that of
+bs-rfl's on core 0, so core 1 carries all of the sender side's work and nothing else of the
+benchmark.
+
+For each N the sender process starts its sessions, runs --warmup s, then measures a --window
+of seconds: probes sent per second, replies, probes declared lost (2 s timeout), its CPU time
+and core 1's busy time, its RSS, and the lateness of each probe (when it was sent minus when
+the engine meant to send it). Then it stops sending, waits for the last replies, and counts
+over the whole run: sent = replied + lost.
+
+Sessions start either together (``--start together``: created in one go and started in the
+same loop iteration, as the node manager's apply does) or spread evenly over one second.
+
+Run as root: ``python bench/stamp_sessions.py`` (``--help`` for the knobs). Method and results:
+docs/BENCHMARKS.md. Raw data: bench/results/stamp-sessions-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from stamp_reflector import (
+    RESULTS,
+    BenchError,
+    ConstantCounters,
+    Pair,
+    ReflectorProcess,
+    Side,
+    environment,
+    idle_s,
+    raise_on_signal,
+    run,
+    udp6_counters,
+)
+
+SENDER_CORE = 1  # the sessions' process and the receive work of their replies
+REFLECTOR_CORE = 0  # the reflector, its receive work, and this script
+PORT = 862
+PERIOD_NS = 10_000_000_000
+DELAY_INTERVAL_NS = 1_000_000_000
+TIMEOUT_NS = 2_000_000_000
+NTP_UNIX_OFFSET_S = 2_208_988_800
+SESSIONS = (1000, 3000, 10000)
+
+PAIR = Pair(
+    Side("bs-snd", "bss0", "fd00:bc::1", SENDER_CORE),
+    Side("bs-rfl", "bsr1", "fd00:bc::2", REFLECTOR_CORE),
+)
+
+
+# ---- the sender side (--senders N, inside bs-snd) --------------------------------------------
+
+
+class Probes:
+    """What all sessions sent, recorded by a wrapper around each session's send callable.
+
+    Lateness of a probe = its T1 (read back from the packet) minus when the engine meant to
+    send it. SenderSession.run() sends a delay probe once ``now >= next_delay`` and then sets
+    ``next_delay = now + delay_interval``; ``now`` is read a few microseconds before T1. So a
+    delay probe is meant for (T1 of the probe that last reset next_delay) + 1 s, to within those
+    microseconds. A loss probe is meant for the middle of a block (read_offset 0), so its
+    lateness is (T1 - period / 2) mod period. A loss probe that finds a delay probe due as well
+    stands in for it (the engine sends one probe and resets next_delay)."""
+
+    def __init__(self) -> None:
+        self.measuring = False
+        self.delay_sent = 0
+        self.loss_sent = 0
+        self.send_failed = 0
+        self.delay_lateness = array.array("q")
+        self.loss_lateness = array.array("q")
+
+    def wrap(self, send: Callable[[bytes, tuple[str, int]], bool]) -> Callable[..., bool]:
+        last_reset = 0
+
+        def tracked(data: bytes, destination: tuple[str, int]) -> bool:
+            nonlocal last_reset
+            ntp = int.from_bytes(data[4:12], "big")
+            t1 = ((ntp >> 32) - NTP_UNIX_OFFSET_S) * 1_000_000_000
+            t1 += ((ntp & 0xFFFFFFFF) * 1_000_000_000) >> 32
+            is_loss = len(data) > 44  # loss probes carry a Direct Measurement TLV
+            due = last_reset + DELAY_INTERVAL_NS if last_reset else 0
+            resets = not is_loss or (last_reset and t1 >= due)
+            if self.measuring:
+                if is_loss:
+                    self.loss_sent += 1
+                    self.loss_lateness.append((t1 - PERIOD_NS // 2) % PERIOD_NS)
+                else:
+                    self.delay_sent += 1
+                    if last_reset:
+                        self.delay_lateness.append(t1 - due)
+            if resets:
+                last_reset = t1
+            ok = send(data, destination)
+            if not ok:
+                self.send_failed += 1
+            return ok
+
+        return tracked
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def percentiles(values: Sequence[int]) -> dict[str, float]:
+    if not values:
+        return {}
+    s = sorted(values)
+
+    def at(q: float) -> float:
+        return s[min(len(s) - 1, int(q * len(s)))] / 1e6  # ms
+
+    return {"p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "max_ms": s[-1] / 1e6}
+
+
+async def _senders(args: argparse.Namespace) -> dict[str, Any]:
+    from srv6pm.twamp.sender import SenderConfig, SenderSession  # noqa: PLC0415
+    from srv6pm.twamp.transport import Endpoint, open_socket  # noqa: PLC0415
+
+    n: int = args.senders
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1024), hard))
+    loop = asyncio.get_running_loop()
+    rss_base = rss_kib()
+    probes = Probes()
+    counters = ConstantCounters()
+    sessions: list[SenderSession] = []
+    endpoints: list[Endpoint] = []
+    t_setup = time.monotonic()
+    for i in range(n):
+        endpoint = Endpoint(open_socket(args.local, 0))
+        config = SenderConfig(
+            name=f"s{i}",
+            ssid=i % 65535 + 1,
+            reflector=(args.reflector, PORT),
+            forward_flow="fwd",
+            reverse_flow="rev",
+            period_ns=PERIOD_NS,
+            delay_interval_ns=DELAY_INTERVAL_NS,
+            timeout_ns=TIMEOUT_NS,
+        )
+        session = SenderSession(config, counters, probes.wrap(endpoint.send))
+        endpoint.serve(session.handle)
+        sessions.append(session)
+        endpoints.append(endpoint)
+    setup_s = time.monotonic() - t_setup
+
+    async def start(session: SenderSession, delay_s: float) -> None:
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        await session.run()
+
+    spread = args.start == "spread"
+    tasks = [loop.create_task(start(s, i / n if spread else 0.0)) for i, s in enumerate(sessions)]
+
+    def totals() -> dict[str, int]:
+        keys = ("sent", "received", "lost", "unmatched", "malformed")
+        return {k: sum(getattr(s.stats, k) for s in sessions) for k in keys}
+
+    await asyncio.sleep(args.warmup)
+    before, cpu0, t0, idle0 = totals(), time.process_time(), time.monotonic(), idle_s(SENDER_CORE)
+    probes.measuring = True
+    await asyncio.sleep(args.window)
+    probes.measuring = False
+    after, cpu1, t1, idle1 = totals(), time.process_time(), time.monotonic(), idle_s(SENDER_CORE)
+    rss_end = rss_kib()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep((TIMEOUT_NS + 500_000_000) / 1e9)  # last replies, then expire the rest
+    now = time.time_ns()
+    for s in sessions:
+        s.expire(now + TIMEOUT_NS)
+    final = totals()
+    rtts = [d.two_way_ns for s in sessions for d in s.results.delay]
+    for endpoint in endpoints:
+        endpoint.close()
+    elapsed = t1 - t0
+    window = {k: after[k] - before[k] for k in after}
+    return {
+        "sessions": n,
+        "start": args.start,
+        "setup_s": setup_s,
+        "window_s": elapsed,
+        "window": window,
+        "sent_per_s": window["sent"] / elapsed,
+        "delay_probes_per_s": probes.delay_sent / elapsed,
+        "loss_probes_per_s": probes.loss_sent / elapsed,
+        "expected_delay_probes_per_s": n * 1e9 / DELAY_INTERVAL_NS,
+        "received_per_s": window["received"] / elapsed,
+        "send_failed": probes.send_failed,
+        "cpu_fraction": (cpu1 - cpu0) / elapsed,
+        "core_busy": 1 - (idle1 - idle0) / elapsed,
+        "cpu_us_per_probe": (cpu1 - cpu0) / window["sent"] * 1e6 if window["sent"] else None,
+        "rss_base_kib": rss_base,
+        "rss_end_kib": rss_end,
+        "rss_per_session_kib": (rss_end - rss_base) / n,
+        "delay_lateness": percentiles(probes.delay_lateness),
+        "loss_lateness": percentiles(probes.loss_lateness),
+        "two_way": percentiles(rtts),
+        "whole_run": final,
+        "lost_whole_run": final["sent"] - final["received"],
+    }
+
+
+def senders(args: argparse.Namespace) -> int:
+    profile = cProfile.Profile() if args.profile else None
+    if profile:
+        profile.enable()
+    result = asyncio.run(_senders(args))
+    if profile:
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(25)
+        result["profile"] = text.getvalue()
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+# ---- orchestration ---------------------------------------------------------------------------
+
+
+def run_one(args: argparse.Namespace, n: int, start: str) -> dict[str, Any]:
+    refl = ReflectorProcess.ours(PAIR.b, REFLECTOR_CORE)
+    try:
+        udp0 = udp6_counters(refl.pid)
+        argv = ["ip", "netns", "exec", PAIR.a.netns, "taskset", "-c", str(SENDER_CORE)]
+        argv += [sys.executable, str(Path(__file__).resolve()), "--senders", str(n)]
+        argv += ["--local", PAIR.a.address, "--reflector", PAIR.b.address, "--start", start]
+        argv += ["--warmup", str(args.warmup), "--window", str(args.window)]
+        if args.profile:
+            argv.append("--profile")
+        r = run(argv, timeout=args.warmup + args.window + 600)
+        result = dict(json.loads(r.stdout.splitlines()[-1]))
+        udp1 = udp6_counters(refl.pid)
+        result["reflector_rcvbuf_errors"] = udp1.get("Udp6RcvbufErrors", 0) - udp0.get(
+            "Udp6RcvbufErrors", 0
+        )
+    finally:
+        result_refl = refl.stop()
+    result["reflector"] = result_refl.get("stats", {})
+    return result
+
+
+def line(r: dict[str, Any]) -> str:
+    lat = r["delay_lateness"]
+    return (
+        f"N={r['sessions']:>5} {r['start']:>8}: sent {r['sent_per_s']:8.1f}/s "
+        f"(delay {r['delay_probes_per_s']:8.1f}/s of {r['expected_delay_probes_per_s']:.0f}), "
+        f"window lost {r['window']['lost']}, run lost {r['lost_whole_run']} of "
+        f"{r['whole_run']['sent']}, cpu {r['cpu_fraction']:.3f} (core {r['core_busy']:.3f}), "
+        f"rss {r['rss_end_kib'] / 1024:.0f} MiB, lateness p50 {lat.get('p50_ms', 0):.2f} "
+        f"p99 {lat.get('p99_ms', 0):.2f} max {lat.get('max_ms', 0):.2f} ms"
+    )
+
+
+def table(results: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        "| N | start | sent/s (delay + loss probes) | expected delay probes/s | replies/s | lost "
+        "(window) | lost (whole run) | sender CPU (of one core) | core 1 busy | CPU µs/probe "
+        "| RSS MiB (KiB/session) | lateness p50 / p99 / max ms | RTT p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lat, rtt = r["delay_lateness"], r["two_way"]
+        rows.append(
+            f"| {r['sessions']} | {r['start']} | {r['sent_per_s']:.0f} "
+            f"({r['delay_probes_per_s']:.0f} + {r['loss_probes_per_s']:.0f}) "
+            f"| {r['expected_delay_probes_per_s']:.0f} | {r['received_per_s']:.0f} "
+            f"| {r['window']['lost']} | {r['lost_whole_run']} of {r['whole_run']['sent']} "
+            f"| {r['cpu_fraction']:.3f} | {r['core_busy']:.3f} | {r['cpu_us_per_probe']:.1f} "
+            f"| {r['rss_end_kib'] / 1024:.0f} ({r['rss_per_session_kib']:.1f}) "
+            f"| {lat.get('p50_ms', 0):.2f} / {lat.get('p99_ms', 0):.2f} / "
+            f"{lat.get('max_ms', 0):.1f} "
+            f"| {rtt.get('p50_ms', 0):.2f} / {rtt.get('p99_ms', 0):.2f} |"
+        )
+    return "\n".join(rows)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--senders", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--local", default="::", help=argparse.SUPPRESS)
+    p.add_argument("--reflector", default="::1", help=argparse.SUPPRESS)
+    p.add_argument("--sessions", type=int, nargs="+", default=list(SESSIONS), help="values of N")
+    p.add_argument(
+        "--start",
+        choices=("together", "spread", "both"),
+        default="both",
+        help="how sessions start (default: %(default)s)",
+    )
+    p.add_argument("--warmup", type=float, default=3.0, help="s before the window")
+    p.add_argument("--window", type=float, default=20.0, help="measured s (default: %(default)s)")
+    p.add_argument("--profile", action="store_true", help="cProfile the sender process")
+    p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.senders:
+        return senders(args)
+    if os.geteuid() != 0:
+        print("stamp_sessions.py needs root (namespaces)", file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, raise_on_signal)
+    os.sched_setaffinity(0, {REFLECTOR_CORE})
+    starts = ("together", "spread") if args.start == "both" else (args.start,)
+    started = time.time()
+    results = []
+    try:
+        with PAIR.running():
+            for n in args.sessions:
+                for start in starts:
+                    r = run_one(args, n, start)
+                    print(line(r), flush=True)
+                    results.append(r)
+    except (BenchError, subprocess.TimeoutExpired) as e:
+        print(f"stamp_sessions.py: {e}", file=sys.stderr)
+        return 1
+    summary = {
+        "settings": {**vars(args), "out": str(args.out)},
+        "results": results,
+        "table": table(results),
+        "environment": environment(),
+        "wall_s": time.time() - started,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"stamp-sessions-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"\n{summary['table']}\n\nresults: {path}; wall time {summary['wall_s']:.0f} s")
+    if args.profile:
+        for r in results:
+            print(f"\nprofile N={r['sessions']} {r['start']}:\n{r.get('profile', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
