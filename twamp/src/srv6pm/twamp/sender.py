@@ -112,19 +112,21 @@ class SenderSession:
         """Send probes until cancelled: the loss probe of each block, delay probes between."""
         period = self.config.period_ns
         offset = self.config.read_offset_ns or period // 2
+        interval = self.config.delay_interval_ns
         next_loss = (block_of(self.clock(), period) + 1) * period + offset
-        next_delay = self.clock()
+        next_delay = self.clock() if interval else None
         while True:
             now = self.clock()
             if now >= next_loss:
-                self._probe(block_of(now, period) - 1)
-                next_loss += period
-            elif self.config.delay_interval_ns and now >= next_delay:
+                self._probe(block_of(now, period) - 1)  # it measures delay too
+                # from the clock, not += period: after a stall, no burst for one block
+                next_loss = (block_of(now, period) + 1) * period + offset
+                next_delay = now + interval if interval else None
+            elif next_delay is not None and now >= next_delay:
                 self._probe(None)
-            if self.config.delay_interval_ns and now >= next_delay:
-                next_delay = now + self.config.delay_interval_ns
+                next_delay = now + interval
             self.expire(now)
-            wake = min(next_loss, next_delay) if self.config.delay_interval_ns else next_loss
+            wake = next_loss if next_delay is None else min(next_loss, next_delay)
             await asyncio.sleep(max(0.0, (wake - self.clock()) / 1e9))
 
     # ---- receiving ---------------------------------------------------------------------------
