@@ -525,6 +525,8 @@ class Lab:
             for router in self.topology.routers:
                 port = self.grpc_port(router)
                 with socket.socket() as s:
+                    # as gRPC binds: a port in TIME_WAIT after a node manager stopped is free
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                     try:
                         s.bind(("127.0.0.1", port))
                     except OSError:
