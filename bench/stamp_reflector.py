@@ -10,7 +10,10 @@ test packets at a paced rate and counts the replies on its socket.
 Each trial offers one rate for --trial seconds. A search steps the rate up a ladder, then
 bisects between the last loss-free step and the first lossy one (NDR, RFC 2544) and between
 the last step at <= 0.5 % loss and the first above it. The search is repeated --repeats times.
-A separate pass measures the CPU cost per reflected packet at a moderate rate.
+Longer trials (--confirm s) then start at the median NDR and step down by 10 % until
+--confirm-repeats of them in a row lose nothing. A separate pass measures the CPU cost per
+reflected packet at a moderate rate. A bare Python loop (recvmsg, struct, sendto; no asyncio,
+no TLVs) is measured the same way as a baseline for what Python costs on this machine.
 
 Run as root: ``python bench/stamp_reflector.py`` (``--help`` for the knobs). ``--other NAME=CMD``
 adds another reflector, measured the same way (``{addr}`` and ``{port}`` in CMD are replaced).
@@ -32,6 +35,7 @@ import shlex
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -52,6 +56,8 @@ PORT = 862
 GEN_PORT = 50000
 PACKET_OCTETS = 44
 LADDER = (5_000, 10_000, 20_000, 30_000, 40_000, 60_000, 80_000, 100_000, 120_000, 150_000, 200_000)
+OURS = "srv6pm.twamp"
+BARE = "python-bare-loop"
 PDR_LOSS = 0.005  # "rate at 0.5 % loss": the highest rate with loss <= this
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -89,6 +95,15 @@ def idle_s(cpu: int) -> float:
         name, *fields = line.split()
         if name == f"cpu{cpu}":
             return (int(fields[3]) + int(fields[4])) / USER_HZ
+    raise BenchError(f"no cpu{cpu} in /proc/stat")
+
+
+def steal_s(cpu: int) -> float:
+    """Time the hypervisor ran something else while ``cpu`` wanted to run (/proc/stat)."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name == f"cpu{cpu}":
+            return int(fields[7]) / USER_HZ
     raise BenchError(f"no cpu{cpu} in /proc/stat")
 
 
@@ -205,6 +220,69 @@ def serve(address: str, port: int) -> int:
     return 0
 
 
+class _Stop(Exception):
+    pass
+
+
+def serve_bare(address: str, port: int) -> int:
+    """Baseline, not a STAMP implementation: the least a Python reflector does per packet.
+
+    One blocking loop: recvmsg() with the same socket and ancillary data as the engine (kernel
+    T2, hop limit, traffic class), one struct unpack, T3 from the clock, one struct pack of the
+    44-octet reply, sendto(). No TLVs, no validation beyond the length, no asyncio."""
+    from srv6pm.twamp.timestamps import ntp_from_unix_ns  # noqa: PLC0415
+    from srv6pm.twamp.transport import (  # noqa: PLC0415
+        ANCILLARY_BUFFER,
+        RECV_BUFFER,
+        SCM_TIMESTAMPNS,
+        open_socket,
+    )
+
+    def stop(_signum: int, _frame: object) -> NoReturn:
+        raise _Stop
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    sock = open_socket(address, port)
+    sock.setblocking(True)
+    probe, reply = struct.Struct(">IQHH"), struct.Struct(">IQHHQIQH2xB3x")
+    timespec, intval = struct.Struct("@qq"), struct.Struct("@i")
+    rcvbuf = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    print(json.dumps({"ready": True, "loop": "blocking", "rcvbuf": rcvbuf}), flush=True)
+    received = reflected = 0
+    try:
+        while True:
+            data, ancillary, _flags, source = sock.recvmsg(RECV_BUFFER, ANCILLARY_BUFFER)
+            received += 1
+            if len(data) < 44:
+                continue
+            t2, hop_limit = time.time_ns(), 255
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
+                    sec, nsec = timespec.unpack_from(value)
+                    t2 = sec * 1_000_000_000 + nsec
+                elif level == socket.IPPROTO_IPV6 and kind == socket.IPV6_HOPLIMIT:
+                    hop_limit = intval.unpack_from(value)[0]
+            seq, t1, error_estimate, ssid = probe.unpack_from(data)
+            out = reply.pack(
+                seq,
+                ntp_from_unix_ns(time.time_ns()),
+                1,
+                ssid,
+                ntp_from_unix_ns(t2),
+                seq,
+                t1,
+                error_estimate,
+                hop_limit,
+            )
+            sock.sendto(out, source)
+            reflected += 1
+    except _Stop:
+        pass
+    print(json.dumps({"stats": {"received": received, "reflected": reflected}}), flush=True)
+    return 0
+
+
 # ---- namespaces ------------------------------------------------------------------------------
 
 
@@ -300,10 +378,12 @@ class ReflectorProcess:
         self.pid = self.proc.pid
 
     @classmethod
-    def ours(cls, side: Side, core: int, port: int = PORT) -> ReflectorProcess:
-        argv = [sys.executable, str(Path(__file__).resolve()), "--serve"]
-        argv += ["--address", side.address, "--port", str(port)]
-        r = cls("srv6pm.twamp", argv, side, core)
+    def ours(cls, side: Side, core: int, port: int = PORT, bare: bool = False) -> ReflectorProcess:
+        """Our engine (--serve), or the bare Python baseline (--serve-bare)."""
+        argv = [sys.executable, str(Path(__file__).resolve())]
+        argv += ["--serve-bare" if bare else "--serve", "--address", side.address]
+        argv += ["--port", str(port)]
+        r = cls(BARE if bare else OURS, argv, side, core)
         r.info = r.read_json(timeout_s=20)
         if not r.info.get("ready"):
             r.stop()
@@ -373,6 +453,7 @@ class ReflectorProcess:
 class Trial:
     reflector: str
     rate: int  # requested
+    duration_s: float
     offered_pps: float  # sent / elapsed
     reflected_pps: float  # replies counted by the generator / elapsed
     sent: int
@@ -383,6 +464,7 @@ class Trial:
     refl_cpu_ns_per_pkt: float  # reflector process CPU time / replies
     core_busy_ns_per_pkt: float  # reflector core busy time (process + softirq) / replies
     core_busy: float  # fraction of the trial's wall time
+    core_steal: float  # fraction of the trial's wall time the hypervisor took from the core
     rcvbuf_errors: int  # reflector namespace Udp6RcvbufErrors
     sndbuf_errors: int  # reflector namespace Udp6SndbufErrors
     backlog_drops: int  # reflector core's input backlog
@@ -411,9 +493,9 @@ class Bench:
         refl.drained()
         time.sleep(0.3)
         udp0, drops0, cpu0 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
-        t0, idle0 = time.monotonic(), idle_s(REFL_CORE)
+        t0, idle0, steal0 = time.monotonic(), idle_s(REFL_CORE), steal_s(REFL_CORE)
         r = run(argv)
-        t1, idle1 = time.monotonic(), idle_s(REFL_CORE)
+        t1, idle1, steal1 = time.monotonic(), idle_s(REFL_CORE), steal_s(REFL_CORE)
         udp1, drops1, cpu1 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
         g = json.loads(r.stdout)
         sent, received, elapsed = g["sent"], g["received"], g["elapsed_s"]
@@ -421,6 +503,7 @@ class Bench:
         t = Trial(
             reflector=refl.name,
             rate=rate,
+            duration_s=duration,
             offered_pps=sent / elapsed,
             reflected_pps=received / elapsed,
             sent=sent,
@@ -431,6 +514,7 @@ class Bench:
             refl_cpu_ns_per_pkt=(cpu1 - cpu0) / received if received else float("nan"),
             core_busy_ns_per_pkt=busy_ns / received if received else float("nan"),
             core_busy=busy_ns / 1e9 / (t1 - t0),
+            core_steal=(steal1 - steal0) / (t1 - t0),
             rcvbuf_errors=udp1.get("Udp6RcvbufErrors", 0) - udp0.get("Udp6RcvbufErrors", 0),
             sndbuf_errors=udp1.get("Udp6SndbufErrors", 0) - udp0.get("Udp6SndbufErrors", 0),
             backlog_drops=drops1 - drops0,
@@ -443,8 +527,10 @@ class Bench:
             f"  {t.reflector}: rate {rate / 1e3:6.1f}k offered {t.offered_pps / 1e3:6.1f}k "
             f"reflected {t.reflected_pps / 1e3:6.1f}k loss {t.loss:7.3%} "
             f"cpu {t.refl_cpu_ns_per_pkt:6.0f} ns/pkt core {t.core_busy:.2f} "
-            f"rcvbuf-drops {t.rcvbuf_errors} backlog-drops {t.backlog_drops} "
-            f"rtt p50/p99 {t.rtt_p50_us:.0f}/{t.rtt_p99_us:.0f} us",
+            f"steal {t.core_steal:.2f} "
+            f"drops rcvbuf {t.rcvbuf_errors} sndbuf {t.sndbuf_errors} backlog {t.backlog_drops} "
+            f"resets {t.schedule_resets} rtt p50/p99/max {t.rtt_p50_us / 1e3:.1f}/"
+            f"{t.rtt_p99_us / 1e3:.1f}/{t.rtt_max_us / 1e3:.1f} ms",
             flush=True,
         )
         return t
@@ -455,9 +541,9 @@ class Search:
     reflector: str
     repeat: int
     steps: list[Trial]
-    ndr_pps: float  # highest rate with 0 loss (offered, as measured)
-    pdr_pps: float  # highest rate with loss <= PDR_LOSS
-    max_reflected_pps: float  # the most replies per second any trial of the search got back
+    ndr_pps: float  # highest offered rate of a trial of this search with 0 loss
+    pdr_pps: float  # the same with loss <= PDR_LOSS
+    max_reflected_pps: float  # the most replies per second a trial of this search got back
 
 
 def bisect(
@@ -480,30 +566,53 @@ def bisect(
 
 
 def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[int]) -> Search:
-    """Step up the ladder until loss passes 5 % (or twice above 0.5 %), then bisect."""
+    """Step up the ladder until loss passes 5 % (or twice above 0.5 %), then bisect.
+
+    NDR and the 0.5 % rate are the highest offered rates among all trials of this search that
+    met the criterion (results are not monotonic: a higher rate can pass where a lower failed)."""
+    first = len(bench.trials)
     steps: list[Trial] = []
     for rate in ladder:
         t = bench.trial(refl, rate)
         steps.append(t)
         if t.loss > 0.05 or sum(s.loss > PDR_LOSS for s in steps) >= 2:
             break
-    results: dict[float, float] = {}
     for limit in (0.0, PDR_LOSS):
         first_bad = next((s for s in steps if s.loss > limit), None)
         passing = [
             s for s in steps if s.loss <= limit and (not first_bad or s.rate < first_bad.rate)
         ]
-        ok = passing[-1] if passing else None
-        best = bisect(bench, refl, ok, first_bad, limit, 1000) if first_bad else ok
-        results[limit] = best.offered_pps if best else 0.0
+        if first_bad:
+            bisect(bench, refl, passing[-1] if passing else None, first_bad, limit, 1000)
+    mine = bench.trials[first:]
     return Search(
         refl.name,
         repeat,
         steps,
-        results[0.0],
-        results[PDR_LOSS],
-        max(t.reflected_pps for t in bench.trials if t.reflector == refl.name),
+        max((t.offered_pps for t in mine if t.loss == 0), default=0.0),
+        max((t.offered_pps for t in mine if t.loss <= PDR_LOSS), default=0.0),
+        max(t.reflected_pps for t in mine),
     )
+
+
+def confirm_pass(
+    bench: Bench, refl: ReflectorProcess, ndr: float, duration_s: float, repeats: int
+) -> list[Trial]:
+    """Longer trials, from the median NDR down in steps of 10 % until ``repeats`` in a row
+    have no loss (at most 5 rates): what the reflector sustains beyond a 3 s trial."""
+    trials: list[Trial] = []
+    rate = int(round(ndr / 500) * 500)
+    for _ in range(5):
+        at_rate = []
+        for _ in range(repeats):
+            at_rate.append(bench.trial(refl, rate, duration_s=duration_s))
+            if at_rate[-1].loss > 0:
+                break
+        trials += at_rate
+        if all(t.loss == 0 for t in at_rate):
+            break
+        rate = int(round(rate * 0.9 / 500) * 500)
+    return trials
 
 
 def cpu_pass(bench: Bench, refl: ReflectorProcess, rate: int, repeats: int) -> list[Trial]:
@@ -519,16 +628,24 @@ def spread(values: Sequence[float]) -> str:
     )
 
 
-def tables(searches: Sequence[Search], cpu: dict[str, list[Trial]]) -> str:
+def tables(
+    searches: Sequence[Search], cpu: dict[str, list[Trial]], confirm: dict[str, list[Trial]]
+) -> str:
     lines = [
-        "| reflector | repeat | requested | offered | reflected | loss |",
-        "|---|---|---|---|---|---|",
+        "| reflector | requested | offered (median) | reflected per search | loss per search |",
+        "|---|---|---|---|---|",
     ]
-    for s in searches:
-        for t in sorted(s.steps, key=lambda t: t.rate):
+    for name in dict.fromkeys(s.reflector for s in searches):
+        mine = [s for s in searches if s.reflector == name]
+        rates = sorted({t.rate for s in mine for t in s.steps})
+        for rate in rates:
+            at = [next((t for t in s.steps if t.rate == rate), None) for s in mine]
+            found = [t for t in at if t]
+            offered = statistics.median(t.offered_pps for t in found)
+            reflected = " / ".join(f"{t.reflected_pps / 1e3:.1f}k" if t else "-" for t in at)
+            loss = " / ".join(f"{t.loss:.2%}" if t else "-" for t in at)
             lines.append(
-                f"| {s.reflector} | {s.repeat} | {t.rate / 1e3:.1f}k | {t.offered_pps / 1e3:.1f}k "
-                f"| {t.reflected_pps / 1e3:.1f}k | {t.loss:.3%} |"
+                f"| {name} | {rate / 1e3:.0f}k | {offered / 1e3:.1f}k | {reflected} | {loss} |"
             )
     lines += [
         "",
@@ -541,6 +658,18 @@ def tables(searches: Sequence[Search], cpu: dict[str, list[Trial]]) -> str:
             f"| {name} | {spread([s.ndr_pps for s in mine])} | {spread([s.pdr_pps for s in mine])} "
             f"| {spread([s.max_reflected_pps for s in mine])} |"
         )
+    lines += [
+        "",
+        "| reflector | trial | offered | loss | RTT p50 / p99 / max ms |",
+        "|---|---|---|---|---|",
+    ]
+    for name, trials in confirm.items():
+        for t in trials:
+            lines.append(
+                f"| {name} | {t.duration_s:.0f} s | {t.offered_pps / 1e3:.1f}k "
+                f"| {t.loss:.3%} | {t.rtt_p50_us / 1e3:.2f} / {t.rtt_p99_us / 1e3:.2f} / "
+                f"{t.rtt_max_us / 1e3:.1f} |"
+            )
     lines += [
         "",
         "| reflector | rate | process CPU ns/pkt | core busy ns/pkt | core busy |",
@@ -561,6 +690,8 @@ def tables(searches: Sequence[Search], cpu: dict[str, list[Trial]]) -> str:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-baseline", action="store_true", help="skip the bare Python loop baseline")
     p.add_argument("--address", default="::", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=PORT, help=argparse.SUPPRESS)
     p.add_argument(
@@ -575,6 +706,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--cpu-rate", type=int, default=20_000, help="rate of the CPU pass (default: %(default)s)"
     )
     p.add_argument("--cpu-repeats", type=int, default=3, help="trials of 5 s in the CPU pass")
+    p.add_argument("--confirm", type=float, default=10.0, help="longer trials at the median NDR, s")
+    p.add_argument(
+        "--confirm-repeats", type=int, default=2, help="loss-free ones needed (default: 2)"
+    )
     p.add_argument(
         "--other",
         action="append",
@@ -590,15 +725,18 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
     bench = Bench(stampgen, args.trial, args.drain)
     searches: list[Search] = []
     cpu: dict[str, list[Trial]] = {}
+    confirm: dict[str, list[Trial]] = {}
     info: dict[str, Any] = {}
-    candidates: list[tuple[str, str | None]] = [("srv6pm.twamp", None)]
+    candidates: list[tuple[str, str | None]] = [(OURS, None)]
+    if not args.no_baseline:
+        candidates.append((BARE, None))
     for other in args.other:
         name, _, command = other.partition("=")
         candidates.append((name, command))
     for name, command in candidates:
         print(f"{name}:", flush=True)
         refl = (
-            ReflectorProcess.ours(PAIR.b, REFL_CORE)
+            ReflectorProcess.ours(PAIR.b, REFL_CORE, bare=name == BARE)
             if command is None
             else ReflectorProcess.other(name, command, PAIR.b, REFL_CORE)
         )
@@ -614,6 +752,8 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
                     flush=True,
                 )
                 searches.append(s)
+            ndr = statistics.median(s.ndr_pps for s in searches if s.reflector == name)
+            confirm[name] = confirm_pass(bench, refl, ndr, args.confirm, args.confirm_repeats)
         finally:
             info[name] = {"start": refl.info, "final": refl.stop()}
     return {
@@ -625,7 +765,8 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
             for s in searches
         ],
         "cpu": {k: [asdict(t) for t in v] for k, v in cpu.items()},
-        "table": tables(searches, cpu),
+        "confirm": {k: [asdict(t) for t in v] for k, v in confirm.items()},
+        "table": tables(searches, cpu, confirm),
     }
 
 
@@ -633,6 +774,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.serve:
         return serve(args.address, args.port)
+    if args.serve_bare:
+        return serve_bare(args.address, args.port)
     if os.geteuid() != 0:
         print("stamp_reflector.py needs root (namespaces)", file=sys.stderr)
         return 2

@@ -4,11 +4,11 @@
 Two namespaces, bs-snd and bs-rfl, joined by a veth pair. In bs-snd, one process pinned to
 core 1 (this script with ``--senders N``) runs N ``srv6pm.twamp`` SenderSession objects on one
 asyncio loop, each with its own socket, as the node manager does: delay_interval 1 s (one
-delay probe per second), period 10 s (plus one loss probe per block, in the middle of the
-next one), all towards one reflector: our Reflector (bench/stamp_reflector.py --serve) in
-bs-rfl, pinned to core 0. RPS puts the receive work of bs-snd's veth on core 1 and that of
-bs-rfl's on core 0, so core 1 carries all of the sender side's work and nothing else of the
-benchmark.
+probe per second; the probe due in the middle of each block is the loss probe of the block
+before, with a Direct Measurement TLV), period 10 s, all towards one reflector: our
+Reflector (bench/stamp_reflector.py --serve) in bs-rfl, pinned to core 0. RPS puts the
+receive work of bs-snd's veth on core 1 and that of bs-rfl's on core 0, so core 1 carries
+all of the sender side's work and nothing else of the benchmark.
 
 For each N the sender process starts its sessions, runs --warmup s, then measures a --window
 of seconds: probes sent per second, replies, probes declared lost (2 s timeout), its CPU time
@@ -16,8 +16,11 @@ and core 1's busy time, its RSS, and the lateness of each probe (when it was sen
 the engine meant to send it). Then it stops sending, waits for the last replies, and counts
 over the whole run: sent = replied + lost.
 
-Sessions start either together (``--start together``: created in one go and started in the
-same loop iteration, as the node manager's apply does) or spread evenly over one second.
+Variants (``--variants``): ``together``: sessions created in one go and started in the same
+loop iteration, as the node manager's apply does; ``spread``: started evenly over one second;
+``offsets``: started together, but each session's loss probe offset in the block
+(SenderConfig.read_offset_ns) is spread over one second after the middle, which the node
+manager does not do today (it leaves the default, the middle, to every session).
 
 Run as root: ``python bench/stamp_sessions.py`` (``--help`` for the knobs). Method and results:
 docs/BENCHMARKS.md. Raw data: bench/results/stamp-sessions-<time>.json.
@@ -29,6 +32,7 @@ import argparse
 import array
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import os
@@ -60,10 +64,12 @@ SENDER_CORE = 1  # the sessions' process and the receive work of their replies
 REFLECTOR_CORE = 0  # the reflector, its receive work, and this script
 PORT = 862
 PERIOD_NS = 10_000_000_000
-DELAY_INTERVAL_NS = 1_000_000_000
+ONE_S = 1_000_000_000
+DELAY_INTERVAL_NS = ONE_S
 TIMEOUT_NS = 2_000_000_000
 NTP_UNIX_OFFSET_S = 2_208_988_800
 SESSIONS = (1000, 3000, 10000)
+VARIANTS = ("together", "spread", "offsets")
 
 PAIR = Pair(
     Side("bs-snd", "bss0", "fd00:bc::1", SENDER_CORE),
@@ -78,12 +84,12 @@ class Probes:
     """What all sessions sent, recorded by a wrapper around each session's send callable.
 
     Lateness of a probe = its T1 (read back from the packet) minus when the engine meant to
-    send it. SenderSession.run() sends a delay probe once ``now >= next_delay`` and then sets
-    ``next_delay = now + delay_interval``; ``now`` is read a few microseconds before T1. So a
-    delay probe is meant for (T1 of the probe that last reset next_delay) + 1 s, to within those
-    microseconds. A loss probe is meant for the middle of a block (read_offset 0), so its
-    lateness is (T1 - period / 2) mod period. A loss probe that finds a delay probe due as well
-    stands in for it (the engine sends one probe and resets next_delay)."""
+    send it. SenderSession.run() (as of commit 72d2680) sends a probe once ``now`` reaches
+    ``next_delay`` or ``next_loss``, and after any probe sets ``next_delay = now +
+    delay_interval`` (a loss probe measures delay too); ``now`` is read a few microseconds
+    before T1. So a delay probe is meant for the T1 of the session's previous probe + 1 s, to
+    within those microseconds. A loss probe is meant for read_offset_ns into a block (0: the
+    middle): its lateness is (T1 - offset) mod period."""
 
     def __init__(self) -> None:
         self.measuring = False
@@ -93,27 +99,25 @@ class Probes:
         self.delay_lateness = array.array("q")
         self.loss_lateness = array.array("q")
 
-    def wrap(self, send: Callable[[bytes, tuple[str, int]], bool]) -> Callable[..., bool]:
-        last_reset = 0
+    def wrap(
+        self, send: Callable[[bytes, tuple[str, int]], bool], offset_ns: int
+    ) -> Callable[..., bool]:
+        last = 0
 
         def tracked(data: bytes, destination: tuple[str, int]) -> bool:
-            nonlocal last_reset
+            nonlocal last
             ntp = int.from_bytes(data[4:12], "big")
             t1 = ((ntp >> 32) - NTP_UNIX_OFFSET_S) * 1_000_000_000
             t1 += ((ntp & 0xFFFFFFFF) * 1_000_000_000) >> 32
-            is_loss = len(data) > 44  # loss probes carry a Direct Measurement TLV
-            due = last_reset + DELAY_INTERVAL_NS if last_reset else 0
-            resets = not is_loss or (last_reset and t1 >= due)
             if self.measuring:
-                if is_loss:
+                if len(data) > 44:  # a loss probe: it carries a Direct Measurement TLV
                     self.loss_sent += 1
-                    self.loss_lateness.append((t1 - PERIOD_NS // 2) % PERIOD_NS)
+                    self.loss_lateness.append((t1 - offset_ns) % PERIOD_NS)
                 else:
                     self.delay_sent += 1
-                    if last_reset:
-                        self.delay_lateness.append(t1 - due)
-            if resets:
-                last_reset = t1
+                    if last:
+                        self.delay_lateness.append(t1 - last - DELAY_INTERVAL_NS)
+            last = t1
             ok = send(data, destination)
             if not ok:
                 self.send_failed += 1
@@ -157,6 +161,8 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     t_setup = time.monotonic()
     for i in range(n):
         endpoint = Endpoint(open_socket(args.local, 0))
+        # "offsets": loss probes (and so the delay probes after them) spread over 1 s
+        offset = PERIOD_NS // 2 + i * ONE_S // n if args.variant == "offsets" else 0
         config = SenderConfig(
             name=f"s{i}",
             ssid=i % 65535 + 1,
@@ -166,8 +172,10 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
             period_ns=PERIOD_NS,
             delay_interval_ns=DELAY_INTERVAL_NS,
             timeout_ns=TIMEOUT_NS,
+            read_offset_ns=offset,
         )
-        session = SenderSession(config, counters, probes.wrap(endpoint.send))
+        send = probes.wrap(endpoint.send, offset or PERIOD_NS // 2)
+        session = SenderSession(config, counters, send)
         endpoint.serve(session.handle)
         sessions.append(session)
         endpoints.append(endpoint)
@@ -178,7 +186,7 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(delay_s)
         await session.run()
 
-    spread = args.start == "spread"
+    spread = args.variant == "spread"
     tasks = [loop.create_task(start(s, i / n if spread else 0.0)) for i, s in enumerate(sessions)]
 
     def totals() -> dict[str, int]:
@@ -207,14 +215,14 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     window = {k: after[k] - before[k] for k in after}
     return {
         "sessions": n,
-        "start": args.start,
+        "variant": args.variant + (" no-gc" if args.no_gc else ""),
         "setup_s": setup_s,
         "window_s": elapsed,
         "window": window,
         "sent_per_s": window["sent"] / elapsed,
         "delay_probes_per_s": probes.delay_sent / elapsed,
         "loss_probes_per_s": probes.loss_sent / elapsed,
-        "expected_delay_probes_per_s": n * 1e9 / DELAY_INTERVAL_NS,
+        "expected_probes_per_s": n * 1e9 / DELAY_INTERVAL_NS,
         "received_per_s": window["received"] / elapsed,
         "send_failed": probes.send_failed,
         "cpu_fraction": (cpu1 - cpu0) / elapsed,
@@ -232,6 +240,8 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def senders(args: argparse.Namespace) -> int:
+    if args.no_gc:
+        gc.disable()
     profile = cProfile.Profile() if args.profile else None
     if profile:
         profile.enable()
@@ -248,16 +258,19 @@ def senders(args: argparse.Namespace) -> int:
 # ---- orchestration ---------------------------------------------------------------------------
 
 
-def run_one(args: argparse.Namespace, n: int, start: str) -> dict[str, Any]:
+def run_one(args: argparse.Namespace, n: int, variant: str) -> dict[str, Any]:
     refl = ReflectorProcess.ours(PAIR.b, REFLECTOR_CORE)
     try:
         udp0 = udp6_counters(refl.pid)
         argv = ["ip", "netns", "exec", PAIR.a.netns, "taskset", "-c", str(SENDER_CORE)]
         argv += [sys.executable, str(Path(__file__).resolve()), "--senders", str(n)]
-        argv += ["--local", PAIR.a.address, "--reflector", PAIR.b.address, "--start", start]
+        argv += ["--local", PAIR.a.address, "--reflector", PAIR.b.address]
+        argv += ["--variant", variant]
         argv += ["--warmup", str(args.warmup), "--window", str(args.window)]
         if args.profile:
             argv.append("--profile")
+        if args.no_gc:
+            argv.append("--no-gc")
         r = run(argv, timeout=args.warmup + args.window + 600)
         result = dict(json.loads(r.stdout.splitlines()[-1]))
         udp1 = udp6_counters(refl.pid)
@@ -273,8 +286,9 @@ def run_one(args: argparse.Namespace, n: int, start: str) -> dict[str, Any]:
 def line(r: dict[str, Any]) -> str:
     lat = r["delay_lateness"]
     return (
-        f"N={r['sessions']:>5} {r['start']:>8}: sent {r['sent_per_s']:8.1f}/s "
-        f"(delay {r['delay_probes_per_s']:8.1f}/s of {r['expected_delay_probes_per_s']:.0f}), "
+        f"N={r['sessions']:>5} {r['variant']:>8}: sent {r['sent_per_s']:8.1f}/s "
+        f"of {r['expected_probes_per_s']:.0f} (delay {r['delay_probes_per_s']:.1f}, "
+        f"loss {r['loss_probes_per_s']:.1f}), "
         f"window lost {r['window']['lost']}, run lost {r['lost_whole_run']} of "
         f"{r['whole_run']['sent']}, cpu {r['cpu_fraction']:.3f} (core {r['core_busy']:.3f}), "
         f"rss {r['rss_end_kib'] / 1024:.0f} MiB, lateness p50 {lat.get('p50_ms', 0):.2f} "
@@ -284,22 +298,25 @@ def line(r: dict[str, Any]) -> str:
 
 def table(results: Sequence[dict[str, Any]]) -> str:
     rows = [
-        "| N | start | sent/s (delay + loss probes) | expected delay probes/s | replies/s | lost "
+        "| N | variant | sent/s (delay + loss probes) | expected/s | replies/s | lost "
         "(window) | lost (whole run) | sender CPU (of one core) | core 1 busy | CPU µs/probe "
-        "| RSS MiB (KiB/session) | lateness p50 / p99 / max ms | RTT p50 / p99 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| RSS MiB (KiB/session) | delay probe lateness p50 / p99 / max ms "
+        "| loss probe lateness p50 / p99 / max ms | RTT p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        lat, rtt = r["delay_lateness"], r["two_way"]
+        lat, rtt, llat = r["delay_lateness"], r["two_way"], r["loss_lateness"]
         rows.append(
-            f"| {r['sessions']} | {r['start']} | {r['sent_per_s']:.0f} "
+            f"| {r['sessions']} | {r['variant']} | {r['sent_per_s']:.0f} "
             f"({r['delay_probes_per_s']:.0f} + {r['loss_probes_per_s']:.0f}) "
-            f"| {r['expected_delay_probes_per_s']:.0f} | {r['received_per_s']:.0f} "
+            f"| {r['expected_probes_per_s']:.0f} | {r['received_per_s']:.0f} "
             f"| {r['window']['lost']} | {r['lost_whole_run']} of {r['whole_run']['sent']} "
             f"| {r['cpu_fraction']:.3f} | {r['core_busy']:.3f} | {r['cpu_us_per_probe']:.1f} "
             f"| {r['rss_end_kib'] / 1024:.0f} ({r['rss_per_session_kib']:.1f}) "
             f"| {lat.get('p50_ms', 0):.2f} / {lat.get('p99_ms', 0):.2f} / "
             f"{lat.get('max_ms', 0):.1f} "
+            f"| {llat.get('p50_ms', 0):.1f} / {llat.get('p99_ms', 0):.1f} / "
+            f"{llat.get('max_ms', 0):.1f} "
             f"| {rtt.get('p50_ms', 0):.2f} / {rtt.get('p99_ms', 0):.2f} |"
         )
     return "\n".join(rows)
@@ -312,14 +329,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--reflector", default="::1", help=argparse.SUPPRESS)
     p.add_argument("--sessions", type=int, nargs="+", default=list(SESSIONS), help="values of N")
     p.add_argument(
-        "--start",
-        choices=("together", "spread", "both"),
-        default="both",
-        help="how sessions start (default: %(default)s)",
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        default=list(VARIANTS),
+        help="together: all start at once; spread: over 1 s; offsets: at once, loss probe\n"
+        "offsets (read_offset_ns) spread over 1 s (default: all)",
     )
-    p.add_argument("--warmup", type=float, default=3.0, help="s before the window")
+    p.add_argument("--variant", choices=VARIANTS, default="together", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=16.0,
+        help="s before the window: past every session's first loss probe (default: %(default)s)",
+    )
     p.add_argument("--window", type=float, default=20.0, help="measured s (default: %(default)s)")
     p.add_argument("--profile", action="store_true", help="cProfile the sender process")
+    p.add_argument(
+        "--no-gc", action="store_true", help="diagnostic: the sender process runs gc.disable()"
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     return p.parse_args(argv)
 
@@ -334,14 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_on_signal)
     os.sched_setaffinity(0, {REFLECTOR_CORE})
-    starts = ("together", "spread") if args.start == "both" else (args.start,)
     started = time.time()
     results = []
     try:
         with PAIR.running():
             for n in args.sessions:
-                for start in starts:
-                    r = run_one(args, n, start)
+                for variant in args.variants:
+                    r = run_one(args, n, variant)
                     print(line(r), flush=True)
                     results.append(r)
     except (BenchError, subprocess.TimeoutExpired) as e:
@@ -360,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{summary['table']}\n\nresults: {path}; wall time {summary['wall_s']:.0f} s")
     if args.profile:
         for r in results:
-            print(f"\nprofile N={r['sessions']} {r['start']}:\n{r.get('profile', '')}")
+            print(f"\nprofile N={r['sessions']} {r['variant']}:\n{r.get('profile', '')}")
     return 0
 
 

@@ -90,22 +90,20 @@ class Reflector:
             return
         tlvs = tuple(self._fill(t, probe, datagram) for t in codec.reflect_tlvs(probe.tlvs))
         seq = self._next_seq(datagram.source[0], probe) if self.config.stateful else probe.seq
+        if self._return_path and probe.ssid in self.config.sessions:  # never for strangers
+            for t in tlvs:
+                if isinstance(t, ReturnPath) and t.segments:
+                    self._return_path(datagram.source[0], tuple(t.segments))
         reply = codec.make_reflection(
             probe,
             seq=seq,
-            timestamp=0,
+            timestamp=ntp_from_unix_ns(self._clock()),  # T3: the last thing before sending
             error_estimate=self.config.error_estimate,
             receive_timestamp=ntp_from_unix_ns(datagram.received_ns),
             sender_ttl=datagram.hop_limit if datagram.hop_limit is not None else 255,
             tlvs=tlvs,
             pad_to=len(datagram.data),  # symmetric size (RFC 8762 section 4.2.1)
         )
-        if self._return_path and probe.ssid in self.config.sessions:  # never for strangers
-            for t in tlvs:
-                if isinstance(t, ReturnPath) and t.segments:
-                    self._return_path(datagram.source[0], tuple(t.segments))
-        # T3 as late as possible: the last thing before encoding and sending.
-        reply = dataclasses.replace(reply, timestamp=ntp_from_unix_ns(self._clock()))
         if self._send(codec.encode_reflector(reply, self.config.key), datagram.source):
             self.stats.reflected += 1
 

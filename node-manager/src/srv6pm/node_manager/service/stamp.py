@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from srv6pm.twamp.counters import BlockCounters
 from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
 from srv6pm.twamp.reflector import Reflector as StampReflector
-from srv6pm.twamp.results import DelayResult, LossResult
+from srv6pm.twamp.results import DelayResult, LossResult, ResultStore
 from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats, clock_error_estimate
 from srv6pm.twamp.transport import Endpoint, open_socket
 
@@ -29,6 +29,7 @@ from ..domain.model import SenderSession as SenderSpec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+RESULTS_PER_SESSION = 256
 InNetns = Callable[[Callable[[], socket.socket]], socket.socket]
 ReturnPathHook = Callable[[str, tuple[str, ...]], None]
 
@@ -106,9 +107,16 @@ class StampService:
             return_segments=spec.return_segments,
             key=spec.hmac_key or None,
             clock_synchronised=self._synced,
+            # Spread over [T/2, 3T/4) by SSID: thousands of sessions must not all send their
+            # loss probe in the same instant (block k stays readable until block k+2 starts).
+            read_offset_ns=self._period_ns // 2 + spec.ssid * (self._period_ns // 4) // 65536,
         )
         endpoint = Endpoint(sock)
-        session = SenderSession(config, self._counters, endpoint.send)
+        # Until the results pipeline streams them, a few hundred results per session are kept:
+        # 10,000 sessions x 1,024 results would take gigabytes and slow garbage collection.
+        session = SenderSession(
+            config, self._counters, endpoint.send, results=ResultStore(RESULTS_PER_SESSION)
+        )
         endpoint.serve(session.handle)
         task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
         log.info(
