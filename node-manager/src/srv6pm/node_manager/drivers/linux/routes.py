@@ -51,7 +51,11 @@ class Routes:
         return int(found[0])
 
     def interfaces(self) -> frozenset[str]:
-        return frozenset(str(link.get("ifname")) for link in self._ipr.get_links())
+        return frozenset(self._ifnames().values())
+
+    def _ifnames(self) -> dict[int, str]:
+        """Interface names by index, from one link dump."""
+        return {int(link["index"]): str(link.get("ifname")) for link in self._ipr.get_links()}
 
     def _owned(self) -> Iterator[Any]:
         yield from self._ipr.get_routes(family=AF_INET6, proto=RTPROT_SRV6PM, table=None)
@@ -60,20 +64,21 @@ class Routes:
 
     def policies(self) -> list[SrPolicy]:
         found = []
+        names = self._ifnames()
         for route in self._owned():
             encap = route.get("encap")
             srh = encap.get("SEG6_IPTUNNEL_SRH") if encap else None
             if not srh:
                 continue
             segs = [s for s in srh["segs"] if s != "::"] if srh["mode"] == "inline" else srh["segs"]
-            dev = self._ipr.get_links(route.get("oif"))[0].get("ifname")
+            dev = names.get(int(route.get("oif")), "")
             found.append(
                 SrPolicy(
                     name="",
                     prefix=f"{route.get('dst')}/{route['dst_len']}",
                     segments=tuple(reversed(segs)),
                     mode=EncapMode(srh["mode"]),
-                    device=str(dev),
+                    device=dev,
                     table=_canon_table(route.get("table")),
                 )
             )
@@ -96,6 +101,7 @@ class Routes:
 
     def local_sids(self) -> list[LocalSid]:
         found = []
+        names = self._ifnames()
         for route in self._owned():
             encap = route.get("encap")
             action = encap.get("SEG6_LOCAL_ACTION") if encap else None
@@ -104,14 +110,14 @@ class Routes:
             behaviour = Behaviour(_ACTION_NAMES[action])
             nexthop = encap.get("SEG6_LOCAL_NH6") or encap.get("SEG6_LOCAL_NH4") or ""
             lookup = encap.get("SEG6_LOCAL_TABLE") or encap.get("SEG6_LOCAL_VRFTABLE") or 0
-            dev = self._ipr.get_links(route.get("oif"))[0].get("ifname")
+            dev = names.get(int(route.get("oif")), "")
             found.append(
                 LocalSid(
                     sid=str(route.get("dst")),
                     behaviour=behaviour,
                     nexthop=str(nexthop),
                     lookup_table=int(lookup),
-                    device=str(dev),
+                    device=dev,
                     table=_canon_table(route.get("table")),
                 )
             )
