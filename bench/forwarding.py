@@ -341,7 +341,11 @@ def flow(i: int, ifname: str) -> pb.MonitoredFlow:
     """Flow 0 carries the traffic (the policy's SID list); the others only fill the map."""
     segments = SIDS if i == 0 else (SIDS[0], f"fc00:0:4:{i:x}::d6")
     return pb.MonitoredFlow(
-        name=f"bench-{i:05d}", segments=segments, role=pb.ROLE_INGRESS, interfaces=[ifname]
+        name=f"bench-{i:05d}",
+        segments=segments,
+        role=pb.ROLE_INGRESS,
+        interfaces=[ifname],
+        flow_mon_id=i + 1,
     )
 
 

@@ -170,6 +170,7 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
             segments=[f"fc00:0:9::{i:x}", "fc00:0:3::d6"],
             role=pb.ROLE_INGRESS,
             interfaces=[lab.interface("r1", "r2")],
+            flow_mon_id=1000 + i,
         )
         for i in range(10_000)
     ]

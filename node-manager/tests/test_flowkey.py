@@ -31,15 +31,14 @@ def test_key_is_a_64_bit_value(segments):
     assert 0 <= flow_key(segments) < 1 << 64
 
 
-def test_flow_value_layout_matches_the_c_struct():
-    value = maps.flow_value(7, Role.EGRESS, ["fc00::1", "fc00::2"])
-    assert len(value) == 4 + 1 + 1 + 2 + 16 * 16
-    assert value[:8] == bytes([7, 0, 0, 0, 3, 2, 0, 0])
-    assert value[8:24] == ipaddress.IPv6Address("fc00::2").packed
-    assert value[40:] == bytes(16 * 14)
+def test_flow_value_holds_the_sids_in_srh_order():
+    value = maps.flow_value(7, Role.EGRESS, ["fc00::1", "fc00::2"], 0x12345)
+    assert maps.FLOW_VALUE.unpack(value)[:5] == (7, 3, 2, 0, 0x12345)
+    assert value[16:32] == ipaddress.IPv6Address("fc00::2").packed
+    assert value[48:] == bytes(16 * 14)
 
 
 def test_config_layout_round_trips():
-    raw = maps.config_value(10**10, 37 * 10**9, 5, 0x04, 0x08)
+    raw = maps.config_value(10**10, 37 * 10**9, 5, 0x04, 0x08, 1)
     assert len(raw) == 24
-    assert maps.parse_config(raw) == (10**10, 37 * 10**9, 5, 0x04, 0x08)
+    assert maps.parse_config(raw) == (10**10, 37 * 10**9, 5, 0x04, 0x08, 1)

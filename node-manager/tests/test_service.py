@@ -1,7 +1,7 @@
 """NodeService over an in-memory driver: diffing, idempotence and the block read window.
 The same behaviours are tested against the real kernel driver in tests/ (lab)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
@@ -10,6 +10,7 @@ from srv6pm.node_manager.domain.model import (
     EncapMode,
     LocalSid,
     Marking,
+    MarkingMode,
     MonitoredFlow,
     NodeState,
     Role,
@@ -19,7 +20,7 @@ from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
 from srv6pm.node_manager.service.node import NodeService
 
 S = 1_000_000_000
-FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",))
+FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",), 1)
 
 
 @dataclass
@@ -150,13 +151,24 @@ def test_dry_run_reports_without_changing(node):
     assert driver.calls == 0
 
 
+def test_changing_the_marking_mode_installs_every_flow_again(node):
+    service, driver, _ = node
+    service.apply(STATE)
+    result = service.apply(replace(STATE, marking=Marking(mode=MarkingMode.DSCP)))
+    assert (result.flows.added, result.flows.removed, result.flows.unchanged) == (1, 1, 0)
+    assert result.marking_changed and driver.mark.mode is MarkingMode.DSCP
+    assert [f.name for f in driver.flows()] == ["f"]
+
+
 def test_unsupported_behaviour_is_a_precondition_and_changes_nothing(node):
     service, driver, _ = node
     bad = NodeState(local_sids=(LocalSid("fc00::1", Behaviour.END_DT4),), flows=(FLOW,))
     with pytest.raises(FailedPrecondition, match=r"does not support End\.DT4"):
         service.apply(bad)
     with pytest.raises(FailedPrecondition, match=r"interface\(s\) eth9 do not exist"):
-        service.apply(NodeState(flows=(MonitoredFlow("g", ("fc00::1",), Role.EGRESS, ("eth9",)),)))
+        service.apply(
+            NodeState(flows=(MonitoredFlow("g", ("fc00::1",), Role.EGRESS, ("eth9",), 2),))
+        )
     assert driver.calls == 0
 
 

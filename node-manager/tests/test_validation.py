@@ -5,13 +5,15 @@ from srv6pm.node_manager.domain.model import (
     Behaviour,
     LocalSid,
     Marking,
+    MarkingMode,
     MonitoredFlow,
     NodeState,
     Role,
     SrPolicy,
 )
 
-FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",))
+FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",), 1)
+DSCP = Marking(mode=MarkingMode.DSCP)
 
 
 def test_addresses_are_canonicalised():
@@ -31,27 +33,53 @@ def test_addresses_are_canonicalised():
     ("state", "message"),
     [
         (
-            NodeState(flows=(MonitoredFlow("f", ("not-an-address",), Role.INGRESS, ("x",)),)),
+            NodeState(flows=(MonitoredFlow("f", ("not-an-address",), Role.INGRESS, ("x",), 1),)),
             "not an IPv6 address",
         ),
         (
             NodeState(
                 flows=(
                     MonitoredFlow(
-                        "f", tuple(f"fc00::{i}" for i in range(1, 18)), Role.INGRESS, ("x",)
+                        "f", tuple(f"fc00::{i}" for i in range(1, 18)), Role.INGRESS, ("x",), 1
                     ),
                 )
             ),
             "1 to 16 SIDs, got 17",
         ),
-        (NodeState(flows=(MonitoredFlow("f", (), Role.INGRESS, ("x",)),)), "got 0"),
+        (NodeState(flows=(MonitoredFlow("f", (), Role.INGRESS, ("x",), 1),)), "got 0"),
         (NodeState(flows=(FLOW, FLOW)), "duplicate flow names: f"),
         (
-            NodeState(flows=(FLOW, MonitoredFlow("g", FLOW.segments, Role.EGRESS, ("x",)))),
+            NodeState(
+                marking=DSCP,
+                flows=(FLOW, MonitoredFlow("g", FLOW.segments, Role.EGRESS, ("x",))),
+            ),
             "duplicate flow segment lists",
         ),
         (
-            NodeState(flows=(MonitoredFlow("f", ("fc00::1",), Role.INGRESS, ()),)),
+            NodeState(flows=(FLOW, MonitoredFlow("g", FLOW.segments, Role.INGRESS, ("x",), 2))),
+            "duplicate flow segment lists",
+        ),
+        (
+            NodeState(flows=(FLOW, MonitoredFlow("g", ("fc00::9",), Role.EGRESS, ("x",), 1))),
+            "duplicate flow FlowMonIDs: 1",
+        ),
+        (
+            NodeState(flows=(MonitoredFlow("f", ("fc00::1",), Role.TRANSIT, ("x",)),)),
+            "ALTMARK marking needs a FlowMonID",
+        ),
+        (
+            NodeState(flows=(MonitoredFlow("f", ("fc00::1",), Role.TRANSIT, ("x",), 1 << 20),)),
+            "FlowMonID 1048576 is not 1 to 1048575",
+        ),
+        (
+            NodeState(
+                marking=Marking(boundary_interfaces=("x",)),
+                flows=(MonitoredFlow("f", ("fc00::1",), Role.EGRESS, ("x",), 3),),
+            ),
+            "cannot both count monitored flows and be at the domain boundary",
+        ),
+        (
+            NodeState(flows=(MonitoredFlow("f", ("fc00::1",), Role.INGRESS, (), 1),)),
             "at least one interface",
         ),
         (NodeState(policies=(SrPolicy("p", "fd00:2::1/64", ("fc00::1",)),)), "host bits set"),
@@ -64,11 +92,22 @@ def test_addresses_are_canonicalised():
             NodeState(local_sids=(LocalSid("fc00::1", Behaviour.END, "fc00::2"),)),
             "takes no nexthop",
         ),
-        (NodeState(marking=Marking(0x01, 0x08)), "one bit of the DSCP"),
-        (NodeState(marking=Marking(0x0C, 0x10)), "one bit of the DSCP"),
-        (NodeState(marking=Marking(0x04, 0x04)), "must differ"),
+        (NodeState(marking=Marking(monitored_bit=0x01)), "one bit of the DSCP"),
+        (NodeState(marking=Marking(monitored_bit=0x0C, colour_bit=0x10)), "one bit of the DSCP"),
+        (NodeState(marking=Marking(colour_bit=0x04)), "must differ"),
     ],
 )
 def test_bad_input_is_refused_with_a_message_naming_it(state, message):
     with pytest.raises(InvalidArgument, match=message):
         validation.node_state(state)
+
+
+def test_two_head_ends_may_share_a_sid_list_downstream_when_flowmon_ids_tell_them_apart():
+    a = MonitoredFlow("a", FLOW.segments, Role.EGRESS, ("x",), 1)
+    b = MonitoredFlow("b", FLOW.segments, Role.EGRESS, ("x",), 2)
+    assert validation.node_state(NodeState(flows=(a, b))).flows == (a, b)
+
+
+def test_dscp_mode_needs_no_flowmon_id():
+    f = MonitoredFlow("f", FLOW.segments, Role.TRANSIT, ("x",))
+    assert validation.node_state(NodeState(marking=DSCP, flows=(f,))).flows == (f,)

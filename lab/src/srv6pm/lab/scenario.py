@@ -14,6 +14,7 @@ FORWARD = "h1-h2"
 REVERSE = "h2-h1"
 FORWARD_SIDS = ("fc00:0:2::e", "fc00:0:3::d6")  # End at r2, End.DT6 at r3
 REVERSE_SIDS = ("fc00:0:2::e", "fc00:0:1::d6")  # End at r2, End.DT6 at r1
+FLOWMON_IDS = {FORWARD: 1, REVERSE: 2}  # RFC 9343 FlowMonIDs, the same on every node
 H1, H2 = "fd00:1::2", "fd00:2::2"
 
 
@@ -31,12 +32,14 @@ def _flows(
             segments=FORWARD_SIDS,
             role=forward,
             interfaces=[lab.interface(router, fwd_peer)],
+            flow_mon_id=FLOWMON_IDS[FORWARD],
         ),
         pb.MonitoredFlow(
             name=REVERSE,
             segments=REVERSE_SIDS,
             role=reverse,
             interfaces=[lab.interface(router, rev_peer)],
+            flow_mon_id=FLOWMON_IDS[REVERSE],
         ),
     ]
 

@@ -16,6 +16,7 @@ from ..domain.model import (
     EncapMode,
     LocalSid,
     Marking,
+    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,
@@ -42,9 +43,14 @@ _BEHAVIOURS = {
     pb.BEHAVIOUR_END_DX6: Behaviour.END_DX6,
 }
 _ROLES = {pb.ROLE_INGRESS: Role.INGRESS, pb.ROLE_TRANSIT: Role.TRANSIT, pb.ROLE_EGRESS: Role.EGRESS}
+_MARKING_MODES = {
+    pb.MARKING_MODE_ALTMARK: MarkingMode.ALTMARK,
+    pb.MARKING_MODE_DSCP: MarkingMode.DSCP,
+}
 MODE_TO_PB = {v: k for k, v in _MODES.items()}
 BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
 ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
+MARKING_MODE_TO_PB = {v: k for k, v in _MARKING_MODES.items()}
 E = TypeVar("E")
 
 
@@ -88,6 +94,7 @@ def node_state(msg: pb.NodeState) -> NodeState:
             segments=tuple(f.segments),
             role=_enum(_ROLES, f.role, f"flow {f.name!r} role", pb.Role),
             interfaces=tuple(f.interfaces),
+            flowmon_id=f.flow_mon_id,
         )
         for f in msg.flows
     )
@@ -118,9 +125,14 @@ def node_state(msg: pb.NodeState) -> NodeState:
         )
         for s in msg.sessions
     )
+    m = msg.marking
     marking = Marking(
-        monitored_bit=msg.marking.monitored_bit or Marking().monitored_bit,
-        colour_bit=msg.marking.colour_bit or Marking().colour_bit,
+        mode=_enum(
+            _MARKING_MODES, m.mode or pb.MARKING_MODE_ALTMARK, "marking mode", pb.MarkingMode
+        ),
+        monitored_bit=m.monitored_bit or Marking().monitored_bit,
+        colour_bit=m.colour_bit or Marking().colour_bit,
+        boundary_interfaces=tuple(m.boundary_interfaces),
     )
     return NodeState(marking, policies, sids, flows, reflector, sessions)
 
@@ -128,7 +140,10 @@ def node_state(msg: pb.NodeState) -> NodeState:
 def node_state_pb(state: NodeState) -> pb.NodeState:
     return pb.NodeState(
         marking=pb.MarkingSettings(
-            monitored_bit=state.marking.monitored_bit, colour_bit=state.marking.colour_bit
+            mode=MARKING_MODE_TO_PB[state.marking.mode],
+            monitored_bit=state.marking.monitored_bit,
+            colour_bit=state.marking.colour_bit,
+            boundary_interfaces=state.marking.boundary_interfaces,
         ),
         policies=[
             pb.SrPolicy(
@@ -183,7 +198,11 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
         ],
         flows=[
             pb.MonitoredFlow(
-                name=f.name, segments=f.segments, role=ROLE_TO_PB[f.role], interfaces=f.interfaces
+                name=f.name,
+                segments=f.segments,
+                role=ROLE_TO_PB[f.role],
+                interfaces=f.interfaces,
+                flow_mon_id=f.flowmon_id,
             )
             for f in state.flows
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -125,6 +126,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     )
                     for name, per_colour in counters.items()
                 ],
+                stats=pb.PacketStats(**asdict(self._service.read_stats())),
             )
 
         return self._call(context, read)

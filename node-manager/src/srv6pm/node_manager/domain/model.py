@@ -60,22 +60,37 @@ class LocalSid:
     table: int = 0
 
 
+MAX_FLOWMON_ID = (1 << 20) - 1  # FlowMonID is 20 bits (RFC 9343 section 3)
+
+
 @dataclass(frozen=True)
 class MonitoredFlow:
-    """Packets whose outer SRH carries exactly `segments` (travel order)."""
+    """The packets of one SR policy: found by SID list (travel order) at the ingress node, by
+    `flowmon_id` (ALTMARK mode) or SID list (DSCP mode) downstream."""
 
     name: str
     segments: tuple[str, ...]
     role: Role
     interfaces: tuple[str, ...]
+    flowmon_id: int = 0
+
+
+class MarkingMode(enum.IntEnum):
+    """How packets carry the colour; values are the eBPF program's."""
+
+    ALTMARK = 1  # RFC 9343 option in a Destination Options header before the SRH
+    DSCP = 2  # two bits of the outer Traffic Class
 
 
 @dataclass(frozen=True)
 class Marking:
-    """Traffic Class bits: one says "monitored", one carries the colour."""
+    """The marking mode, its Traffic Class bits (DSCP mode: one says "monitored", one carries
+    the colour), and the interfaces at the domain boundary where foreign marks are removed."""
 
+    mode: MarkingMode = MarkingMode.ALTMARK
     monitored_bit: int = DEFAULT_MONITORED_BIT
     colour_bit: int = DEFAULT_COLOUR_BIT
+    boundary_interfaces: tuple[str, ...] = ()
 
 
 STAMP_PORT = 862  # RFC 8762 section 4.1

@@ -13,15 +13,18 @@ from dataclasses import replace
 
 from .errors import InvalidArgument
 from .model import (
+    MAX_FLOWMON_ID,
     MAX_SEGMENTS,
     Behaviour,
     EncapMode,
     LocalSid,
     Marking,
+    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,
     ReflectorSession,
+    Role,
     SenderSession,
     SrPolicy,
 )
@@ -114,11 +117,15 @@ def local_sid(s: LocalSid) -> LocalSid:
     )
 
 
-def flow(f: MonitoredFlow) -> MonitoredFlow:
+def flow(f: MonitoredFlow, mode: MarkingMode) -> MonitoredFlow:
     where = f"flow {_name(f.name, 'flow')!r}"
     if not f.interfaces:
         raise InvalidArgument(f"{where}: name at least one interface to hook")
     _unique(f.interfaces, f"interfaces in {where}")
+    if not 0 <= f.flowmon_id <= MAX_FLOWMON_ID:
+        raise InvalidArgument(f"{where}: FlowMonID {f.flowmon_id} is not 1 to {MAX_FLOWMON_ID}")
+    if mode is MarkingMode.ALTMARK and not f.flowmon_id:
+        raise InvalidArgument(f"{where}: ALTMARK marking needs a FlowMonID (flow_mon_id)")
     return replace(f, segments=segment_list(f.segments, where))
 
 
@@ -130,7 +137,24 @@ def marking(m: Marking) -> Marking:
             )
     if m.monitored_bit == m.colour_bit:
         raise InvalidArgument("marking monitored_bit and colour_bit must differ")
+    _unique(m.boundary_interfaces, "boundary interfaces")
     return m
+
+
+def _flows(flows: tuple[MonitoredFlow, ...], m: Marking) -> None:
+    """What the data plane can tell apart: FlowMonIDs, and SID lists where it keys by them."""
+    _unique((f.name for f in flows), "flow names")
+    _unique((str(f.flowmon_id) for f in flows if f.flowmon_id), "flow FlowMonIDs")
+    # The ingress node (and DSCP mode everywhere) keys a flow by its SID list.
+    by_sids = [f for f in flows if m.mode is MarkingMode.DSCP or f.role is Role.INGRESS]
+    _unique((" ".join(f.segments) for f in by_sids), "flow segment lists")
+    counting = {i for f in flows if f.role is not Role.INGRESS for i in f.interfaces}
+    both = sorted(counting & set(m.boundary_interfaces))
+    if both:
+        raise InvalidArgument(
+            f"interface(s) {', '.join(both)} cannot both count monitored flows and be at the "
+            "domain boundary"
+        )
 
 
 MAX_KEY = 64  # HMAC-SHA-256 keys longer than the block size gain nothing (RFC 2104)
@@ -200,16 +224,13 @@ def node_state(state: NodeState) -> NodeState:
     """The canonical form of `state`, or InvalidArgument naming the first problem."""
     policies = tuple(policy(p) for p in state.policies)
     sids = tuple(local_sid(s) for s in state.local_sids)
-    flows = tuple(flow(f) for f in state.flows)
+    mark = marking(state.marking)
+    flows = tuple(flow(f, mark.mode) for f in state.flows)
+    _flows(flows, mark)
     names = {f.name for f in flows}
     sessions = tuple(sender(s, names) for s in state.sessions)
     _unique((s.name for s in sessions), "session names")
     _unique((p.name for p in policies), "policy names")
     _unique((f"{p.prefix} (table {p.table})" for p in policies), "policy prefixes")
     _unique((f"{s.sid} (table {s.table})" for s in sids), "local SIDs")
-    _unique((f.name for f in flows), "flow names")
-    # The data plane keys a flow by its SID list alone: one role per SID list and node.
-    _unique((" ".join(f.segments) for f in flows), "flow segment lists")
-    return NodeState(
-        marking(state.marking), policies, sids, flows, reflector(state.reflector, names), sessions
-    )
+    return NodeState(mark, policies, sids, flows, reflector(state.reflector, names), sessions)

@@ -30,6 +30,19 @@ class ColourCount:
 FlowCounters = tuple[ColourCount, ColourCount]  # index = colour
 
 
+@dataclass(frozen=True)
+class PacketStats:
+    """What the node's programs saw, in packets as on the wire, cumulative over all hooks."""
+
+    counted: int = 0
+    not_srv6: int = 0
+    unmarked: int = 0
+    no_flow: int = 0
+    parse_error: int = 0
+    foreign_mark: int = 0
+    mark_failed: int = 0
+
+
 class DataPlaneDriver(Protocol):
     """What the node manager needs from a data plane. Every call is idempotent where it can be;
     the driver owns only what it created and never touches anything else."""
@@ -71,6 +84,8 @@ class DataPlaneDriver(Protocol):
     def set_marking(self, marking: Marking) -> None: ...
 
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]: ...
+
+    def read_stats(self) -> PacketStats: ...
 
     def in_netns(self, fn: Callable[[], T]) -> T:
         """Run `fn` where the data plane's sockets live (the router's network namespace)."""

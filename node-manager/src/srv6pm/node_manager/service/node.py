@@ -17,7 +17,7 @@ from ..domain import validation
 from ..domain.blocks import BlockClock, colour, counter_delta
 from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
-from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters
+from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
 from .snapshots import Count, SnapshotStore
 from .stamp import StampService
 
@@ -120,10 +120,14 @@ class NodeService:
             flow_add, flow_del, flow_same = _diff(
                 state.flows, self._driver.flows(), lambda f: f.name, lambda a, b: a == b
             )
-            # A changed flow is removed and added again: its counters start from zero.
+            # A changed flow is removed and added again: its counters start from zero. So is
+            # every flow when the marking mode changes: the data plane finds them differently.
+            held = self._driver.marking()
+            if state.marking.mode != held.mode:
+                flow_add, flow_del, flow_same = list(state.flows), self._driver.flows(), 0
             changed = {a.name for a in flow_add}
-            flow_del += [f for f in self._driver.flows() if f.name in changed]
-            marking_changed = state.marking != self._driver.marking()
+            flow_del += [f for f in self._driver.flows() if f.name in changed and f not in flow_del]
+            marking_changed = state.marking != held
             result = ApplyResult(
                 Changes(len(pol_add), len(pol_del), pol_same),
                 Changes(len(sid_add), len(sid_del), sid_same),
@@ -135,11 +139,11 @@ class NodeService:
                     state.reflector, state.sessions, dry_run=True
                 )
                 return replace(result, sessions=sessions, reflector_changed=reflector_changed)
-            self._driver.set_marking(state.marking)
             if flow_del:
                 with self._read_lock:
                     self._driver.update_flows([], flow_del)
                     self._snapshots.forget([f.name for f in flow_del])
+            self._driver.set_marking(state.marking)
             for p in pol_del:
                 self._driver.remove_policy(p)
             for s in sid_del:
@@ -237,6 +241,9 @@ class NodeService:
                 )
             if s.device and s.device not in interfaces:
                 problems.append(f"local SID {s.sid}: interface {s.device!r} does not exist")
+        missing = sorted(set(state.marking.boundary_interfaces) - interfaces)
+        if missing:
+            problems.append(f"boundary interface(s) {', '.join(missing)} do not exist")
         for f in state.flows:
             missing = sorted(set(f.interfaces) - interfaces)
             if missing:
@@ -285,6 +292,9 @@ class NodeService:
             names = self._names(requested)
             now = self._clock()
             return now, dict(self._driver.read_counters(names))
+
+    def read_stats(self) -> PacketStats:
+        return self._driver.read_stats()
 
     def read_block(self, requested: Iterable[str], block: int) -> BlockReading:
         with self._read_lock:

@@ -6,7 +6,7 @@ updates in one `batch` call (10,000 updates in ~0.2 s here). Two things it canno
 - hand a program's file descriptor to another process, which netlink's tc attach needs:
   `obj_get` opens a pinned object (BPF_OBJ_GET);
 - read counters fast: its JSON for 10,000 per-CPU entries takes ~2 s to produce and parse here,
-  more than a short block allows. `read_percpu_array` reads the whole counter array with one
+  more than a short block allows. `read_array` reads the whole counter array with one
   BPF_MAP_LOOKUP_BATCH instead (milliseconds).
 """
 
@@ -81,13 +81,14 @@ def possible_cpus() -> int:
     return max(int(part.split("-")[-1]) for part in spec.split(",")) + 1
 
 
-def read_percpu_array(path: Path, entries: int, value_size: int) -> bytes:
-    """Every value of a pinned per-CPU array: entries x possible CPUs x value_size octets."""
+def read_array(path: Path, entries: int, value_size: int, per_cpu: bool = False) -> bytes:
+    """Every value of a pinned array: entries x value_size octets, or for a per-CPU array
+    entries x possible CPUs x value_size (rounded up to 8) octets."""
     fd = obj_get(path)
     try:
-        stride = (value_size + 7) // 8 * 8
+        stride = (value_size + 7) // 8 * 8 if per_cpu else value_size
         keys = (ctypes.c_uint32 * entries)()
-        values = ctypes.create_string_buffer(entries * possible_cpus() * stride)
+        values = ctypes.create_string_buffer(entries * (possible_cpus() if per_cpu else 1) * stride)
         out_batch = ctypes.c_uint32()
         attr = _BatchAttr(
             out_batch=ctypes.addressof(out_batch),

@@ -12,7 +12,7 @@ from pyroute2 import IPRoute
 from pyroute2.netns import pushns
 
 from ...domain.model import LocalSid, Marking, MonitoredFlow, SrPolicy
-from ..base import Capabilities, FlowCounters
+from ..base import Capabilities, FlowCounters, PacketStats
 from .hooks import Hooks
 from .maps import MAX_FLOWS
 from .monitor import Monitor
@@ -89,6 +89,9 @@ class LinuxDriver:
 
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]:
         return self._monitor.read_counters(flows)
+
+    def read_stats(self) -> PacketStats:
+        return self._monitor.read_stats()
 
     def in_netns(self, fn: Callable[[], T]) -> T:
         return self._ipr.run(fn)  # type: ignore[no-any-return]

@@ -24,10 +24,20 @@ EGRESS_PARENT = 0xFFFFFFF3  # TC_H_CLSACT | TC_H_MIN_EGRESS
 ETH_P_ALL = 0x0003
 
 
+MARK = "srv6pm_mark"  # egress of an ingress node: marks and counts
+COUNT = "srv6pm_count"  # ingress of transit and egress nodes: counts
+GUARD = "srv6pm_guard"  # ingress at the domain boundary: neutralises foreign marks
+PROGRAMS = (MARK, COUNT, GUARD)
+
+
 @dataclass(frozen=True)
 class Hook:
     ifname: str
-    egress: bool  # egress hook (marking) or ingress hook (counting)
+    program: str  # one of PROGRAMS
+
+    @property
+    def egress(self) -> bool:
+        return self.program == MARK
 
     @property
     def parent(self) -> int:

@@ -1,8 +1,9 @@
 """Per-flow marking and counting: the eBPF programs, their pinned maps, and the flow slots.
 
 Everything that must survive a node-manager restart lives in bpffs (maps, programs) or in the
-state directory (flow names and slots, written before the maps are changed), so a restarted node
-manager, even after kill -9, finds the same counters and hooks and never re-attaches with a gap.
+state directory (flow names and slots, written before the maps are changed; the marking), so a
+restarted node manager, even after kill -9, finds the same counters and hooks and never
+re-attaches with a gap.
 """
 
 from __future__ import annotations
@@ -12,27 +13,23 @@ import json
 import logging
 import os
 import shutil
-import struct
 import time
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ...domain.errors import FailedPrecondition
 from ...domain.flowkey import flow_key
-from ...domain.model import Marking, MonitoredFlow, Role
-from ..base import ColourCount, FlowCounters
+from ...domain.model import Marking, MarkingMode, MonitoredFlow, Role
+from ..base import ColourCount, FlowCounters, PacketStats
 from . import maps
-from .bpftool import Bpftool, ensure_bpffs, hexbytes, read_percpu_array
-from .hooks import Hook, Hooks
+from .bpftool import Bpftool, ensure_bpffs, hexbytes, read_array
+from .hooks import COUNT, GUARD, MARK, PROGRAMS, Hook, Hooks
 
 log = logging.getLogger(__name__)
-
-_COUNTER = struct.Struct("<QQ")
-MARK = "srv6pm_mark"
-COUNT = "srv6pm_count"
 
 
 @dataclass(frozen=True)
@@ -42,12 +39,21 @@ class InstalledFlow:
     role: Role
     interfaces: tuple[str, ...]
     slot: int
+    flowmon_id: int = 0
 
     def spec(self) -> MonitoredFlow:
-        return MonitoredFlow(self.name, self.segments, self.role, self.interfaces)
+        return MonitoredFlow(self.name, self.segments, self.role, self.interfaces, self.flowmon_id)
 
     def hooks(self) -> list[Hook]:
-        return [Hook(i, egress=self.role is Role.INGRESS) for i in self.interfaces]
+        program = MARK if self.role is Role.INGRESS else COUNT
+        return [Hook(i, program) for i in self.interfaces]
+
+    def keyed_by_sids(self, mode: MarkingMode) -> bool:
+        """The ingress node finds a flow by its SID list, and so does DSCP mode everywhere."""
+        return self.role is Role.INGRESS or mode is MarkingMode.DSCP
+
+    def counted_by_flowmon(self) -> bool:
+        return self.role is not Role.INGRESS and self.flowmon_id != 0
 
 
 def tai_offset_ns() -> int:
@@ -74,17 +80,19 @@ class Monitor:
         if not self._obj.exists():
             raise FailedPrecondition(f"eBPF object {self._obj} is missing: run `make bpf`")
         self._version = hashlib.sha256(self._obj.read_bytes()).hexdigest()[:12]
-        self._maps_dir = bpf_dir / "maps"
+        self._bpf_dir = bpf_dir
+        self._maps_dir = bpf_dir / f"maps-v{maps.LAYOUT}"
         self._progs_dir = bpf_dir / "progs" / self._version
         self._state_file = state_dir / "flows.json"
+        self._marking_file = state_dir / "marking.json"
         self._hooks = hooks
         self._period_ns = period_ns
         self._tool = bpftool or Bpftool()
         ensure_bpffs(bpf_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         self._load_programs()
-        self._flows = self._recover_flows()
         self._marking = self._current_marking()
+        self._flows = self._recover_flows()
 
     # ---- programs ----------------------------------------------------------------------------
 
@@ -92,7 +100,7 @@ class Monitor:
         return str(self._maps_dir / name)
 
     def _load_programs(self) -> None:
-        if (self._progs_dir / MARK).exists() and (self._progs_dir / COUNT).exists():
+        if all((self._progs_dir / p).exists() for p in PROGRAMS):
             return
         self._maps_dir.mkdir(parents=True, exist_ok=True)
         self._progs_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -105,76 +113,93 @@ class Monitor:
         self._tool.run(*args)
         log.info("loaded eBPF programs version=%s dir=%s", self._version, self._progs_dir)
 
-    def _program(self, hook: Hook) -> tuple[Path, str]:
-        prog = MARK if hook.egress else COUNT
-        return self._progs_dir / prog, f"{prog}_{self._version}"
-
     def sync_hooks(self) -> None:
-        """Attach where a flow needs a hook (replacing older versions), detach elsewhere."""
+        """Attach where a flow or the boundary needs a hook (replacing older versions), detach
+        elsewhere; then release programs and maps of older versions and layouts."""
         wanted = {h for f in self._flows.values() for h in f.hooks()}
+        wanted |= {Hook(i, GUARD) for i in self._marking.boundary_interfaces}
         for hook in wanted:
-            path, name = self._program(hook)
+            name = f"{hook.program}_{self._version}"
             if self._hooks.attached(hook) != name:
-                self._hooks.attach(hook, path, name)
+                self._hooks.attach(hook, self._progs_dir / hook.program, name)
+        attached = {(h.ifname, h.parent) for h in wanted}
         for hook in self._known_hooks() - wanted:
-            self._hooks.detach(hook)
+            if (hook.ifname, hook.parent) not in attached:
+                self._hooks.detach(hook)
         self._save_hooks(wanted)
-        for old in (self._progs_dir.parent).iterdir():
+        for old in self._progs_dir.parent.iterdir():
             if old != self._progs_dir:
                 shutil.rmtree(old, ignore_errors=True)  # unpinning releases unused versions
+        for old in self._bpf_dir.iterdir():
+            if old.name.startswith("maps") and old != self._maps_dir:
+                shutil.rmtree(old, ignore_errors=True)
 
     def _known_hooks(self) -> set[Hook]:
         path = self._state_file.with_name("hooks.json")
         if not path.exists():
             return set()
-        return {Hook(h["ifname"], h["egress"]) for h in json.loads(path.read_text())}
+        return {
+            # layout 1 saved the direction only
+            Hook(h["ifname"], h.get("program") or (MARK if h["egress"] else COUNT))
+            for h in json.loads(path.read_text())
+        }
 
     def _save_hooks(self, hooks: set[Hook]) -> None:
         _write_json(self._state_file.with_name("hooks.json"), [asdict(h) for h in hooks])
 
+    def _update_map(self, name: str, key: bytes, value: bytes) -> list[str]:
+        target = ["map", "update", "pinned", self._map(name)]
+        return [*target, "key", "hex", *hexbytes(key), "value", "hex", *hexbytes(value)]
+
     # ---- marking -----------------------------------------------------------------------------
 
     def _current_marking(self) -> Marking:
+        """The saved marking; the config map is rewritten when it differs (first start, new
+        period or clock offset, or a map layout change)."""
+        marking = Marking()
+        if self._marking_file.exists():
+            saved = json.loads(self._marking_file.read_text())
+            marking = Marking(
+                MarkingMode(saved["mode"]),
+                saved["monitored_bit"],
+                saved["colour_bit"],
+                tuple(saved["boundary_interfaces"]),
+            )
         out = self._tool.run(
             "map", "lookup", "pinned", self._map(maps.CONFIG), "key", "hex", *hexbytes(bytes(4))
         )
-        raw = _bytes(out["value"])
-        period, offset, _, monitored, colour = maps.parse_config(raw)
-        if period != self._period_ns or offset != tai_offset_ns() or not monitored:
-            # first start, new period or clock offset: keep bits, rewrite the rest
-            marking = Marking(monitored, colour) if monitored else Marking()
+        period, offset, _, monitored, colour, mode = maps.parse_config(_bytes(out["value"]))
+        held = (period, offset, monitored, colour, mode)
+        want = (self._period_ns, tai_offset_ns(), *self._config_fields(marking))
+        if held != want:
             self._write_config(marking)
-            return marking
-        return Marking(monitored, colour)
+        return marking
+
+    @staticmethod
+    def _config_fields(marking: Marking) -> tuple[int, int, int]:
+        return marking.monitored_bit, marking.colour_bit, int(marking.mode)
 
     def _write_config(self, marking: Marking) -> None:
         value = maps.config_value(
             self._period_ns,
             tai_offset_ns(),
             time.monotonic_ns() >> 20,
-            marking.monitored_bit,
-            marking.colour_bit,
+            *self._config_fields(marking),
         )
-        self._tool.run(
-            "map",
-            "update",
-            "pinned",
-            self._map(maps.CONFIG),
-            "key",
-            "hex",
-            *hexbytes(bytes(4)),
-            "value",
-            "hex",
-            *hexbytes(value),
-        )
+        self._tool.run(*self._update_map(maps.CONFIG, bytes(4), value))
 
     def marking(self) -> Marking:
         return self._marking
 
     def set_marking(self, marking: Marking) -> None:
-        if marking != self._marking:
+        if marking == self._marking:
+            return
+        if self._config_fields(marking) != self._config_fields(self._marking):
             self._write_config(marking)
-            self._marking = marking
+        data = asdict(marking) | {"mode": int(marking.mode)}
+        _write_json(self._marking_file, data)
+        self._marking = marking
+        self.sync_hooks()
 
     # ---- flows -------------------------------------------------------------------------------
 
@@ -185,21 +210,34 @@ class Monitor:
         return self._flows.keys()  # the dict is replaced, never mutated
 
     def _recover_flows(self) -> dict[str, InstalledFlow]:
-        """Flows from the state file that the flows map still holds, with the same slot."""
+        """Flows from the state file that the maps still hold, with the same slot."""
         if not self._state_file.exists():
             return {}
         saved = [
             InstalledFlow(
-                f["name"], tuple(f["segments"]), Role(f["role"]), tuple(f["interfaces"]), f["slot"]
+                f["name"],
+                tuple(f["segments"]),
+                Role(f["role"]),
+                tuple(f["interfaces"]),
+                f["slot"],
+                f.get("flowmon_id", 0),
             )
             for f in json.loads(self._state_file.read_text())
         ]
         entries = self._tool.run("map", "dump", "pinned", self._map(maps.FLOWS)) or []
-        found = {_bytes(e["key"]): _bytes(e["value"]) for e in entries}
+        by_sids = {_bytes(e["key"]): _bytes(e["value"]) for e in entries}
+        flowmon = read_array(self._maps_dir / maps.FLOWMON, 1 << 20, maps.FLOWMON_ENTRY.size)
         kept = {}
         for f in saved:
-            raw = found.get(maps.flow_key(flow_key(f.segments)))
-            if raw == maps.flow_value(f.slot, f.role, f.segments):
+            ok = not f.keyed_by_sids(self._marking.mode) or by_sids.get(
+                maps.flow_key(flow_key(f.segments))
+            ) == maps.flow_value(f.slot, f.role, f.segments, f.flowmon_id)
+            if f.counted_by_flowmon():
+                at = f.flowmon_id * maps.FLOWMON_ENTRY.size
+                ok &= flowmon[at : at + maps.FLOWMON_ENTRY.size] == maps.flowmon_entry(
+                    f.slot, f.role
+                )
+            if ok:
                 kept[f.name] = f
             else:
                 log.warning("flow %s not found in the data plane; dropped", f.name)
@@ -210,20 +248,22 @@ class Monitor:
 
     def update_flows(self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]) -> None:
         add, remove = list(add), list(remove)
+        mode = self._marking.mode
         removed = [self._flows[f.name] for f in remove if f.name in self._flows]
-        # Remove first (map, then state file), so re-adding a flow under a new role works.
-        self._tool.batch(
-            [
-                "map",
-                "delete",
-                "pinned",
-                self._map(maps.FLOWS),
-                "key",
-                "hex",
-                *hexbytes(maps.flow_key(flow_key(f.segments))),
-            ]
-            for f in removed
-        )
+        # Remove first (maps, then state file), so re-adding a flow under a new role works.
+        commands: list[list[str]] = []
+        for f in removed:
+            if f.keyed_by_sids(mode):
+                key = maps.flow_key(flow_key(f.segments))
+                commands.append(["map", "delete", "pinned", self._map(maps.FLOWS), "key", "hex"])
+                commands[-1] += hexbytes(key)
+            if f.counted_by_flowmon():
+                commands.append(
+                    self._update_map(
+                        maps.FLOWMON, maps.flowmon_index(f.flowmon_id), maps.NO_FLOWMON
+                    )
+                )
+        self._tool.batch(commands)
         gone = {f.name for f in removed}
         # The dict is replaced, never mutated: readers on other threads iterate it.
         self._flows = {n: f for n, f in self._flows.items() if n not in gone}
@@ -236,48 +276,43 @@ class Monitor:
                 f"{len(used) + len(add)} monitored flows exceed this node's {maps.MAX_FLOWS}"
             )
         installed = [
-            InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free)) for f in add
+            InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free), f.flowmon_id)
+            for f in add
         ]
         self._check_keys(installed)
         self._save_flows([*self._flows.values(), *installed])  # intent first: slots are ours
-        commands: list[list[str]] = []
+        commands = []
         for f in installed:
             for colour in (0, 1):  # a reused slot starts from zero
                 commands.append(
-                    [
-                        "map",
-                        "update",
-                        "pinned",
-                        self._map(maps.COUNTERS),
-                        "key",
-                        "hex",
-                        *hexbytes(maps.counter_index(f.slot, colour)),
-                        "value",
-                        "hex",
-                        *hexbytes(maps.ZERO_COUNTER),
-                    ]
+                    self._update_map(
+                        maps.COUNTERS, maps.counter_index(f.slot, colour), maps.ZERO_COUNTER
+                    )
                 )
-            commands.append(
-                [
-                    "map",
-                    "update",
-                    "pinned",
-                    self._map(maps.FLOWS),
-                    "key",
-                    "hex",
-                    *hexbytes(maps.flow_key(flow_key(f.segments))),
-                    "value",
-                    "hex",
-                    *hexbytes(maps.flow_value(f.slot, f.role, f.segments)),
-                ]
-            )
+            if f.keyed_by_sids(mode):
+                value = maps.flow_value(f.slot, f.role, f.segments, f.flowmon_id)
+                commands.append(
+                    self._update_map(maps.FLOWS, maps.flow_key(flow_key(f.segments)), value)
+                )
+            if f.counted_by_flowmon():
+                commands.append(
+                    self._update_map(
+                        maps.FLOWMON,
+                        maps.flowmon_index(f.flowmon_id),
+                        maps.flowmon_entry(f.slot, f.role),
+                    )
+                )
         self._tool.batch(commands)
         self._flows = {**self._flows, **{f.name: f for f in installed}}
         self.sync_hooks()
 
     def _check_keys(self, installed: list[InstalledFlow]) -> None:
-        keys: dict[int, str] = {flow_key(f.segments): f.name for f in self._flows.values()}
+        mode = self._marking.mode
+        keyed = [f for f in self._flows.values() if f.keyed_by_sids(mode)]
+        keys: dict[int, str] = {flow_key(f.segments): f.name for f in keyed}
         for f in installed:
+            if not f.keyed_by_sids(mode):
+                continue
             other = keys.setdefault(flow_key(f.segments), f.name)
             if other != f.name:
                 raise FailedPrecondition(
@@ -288,14 +323,29 @@ class Monitor:
 
     def read_counters(self, names: Iterable[str]) -> Mapping[str, FlowCounters]:
         flows = dict(self._flows)  # replaced, never mutated, by update_flows
-        raw = read_percpu_array(self._maps_dir / maps.COUNTERS, 2 * maps.MAX_FLOWS, 16)
-        cpus = len(raw) // (2 * maps.MAX_FLOWS * 16)
+        raw = read_array(
+            self._maps_dir / maps.COUNTERS, 2 * maps.MAX_FLOWS, maps.COUNTER.size, per_cpu=True
+        )
+        cpus = len(raw) // (2 * maps.MAX_FLOWS * maps.COUNTER.size)
         result: dict[str, FlowCounters] = {}
         for name in names:
             if name in flows:
                 slot = flows[name].slot
                 result[name] = (_sum(raw, 2 * slot, cpus), _sum(raw, 2 * slot + 1, cpus))
         return result
+
+    def read_stats(self) -> PacketStats:
+        n = len(maps.Reason)
+        raw = read_array(self._maps_dir / maps.STATS, n, 8, per_cpu=True)
+        cpus = len(raw) // (n * 8)
+        totals: dict[str, Any] = {
+            r.name.lower(): sum(
+                int.from_bytes(raw[(r * cpus + c) * 8 : (r * cpus + c + 1) * 8], "little")
+                for c in range(cpus)
+            )
+            for r in maps.Reason
+        }
+        return PacketStats(**totals)
 
 
 def _bytes(hex_list: list[str]) -> bytes:
@@ -306,7 +356,7 @@ def _sum(raw: bytes, index: int, cpus: int) -> ColourCount:
     """Packets and bytes of counter `index`, added over every CPU."""
     packets = octets = 0
     for cpu in range(cpus):
-        p, b = _COUNTER.unpack_from(raw, (index * cpus + cpu) * 16)
+        p, b = maps.COUNTER.unpack_from(raw, (index * cpus + cpu) * maps.COUNTER.size)
         packets += p
         octets += b
     return ColourCount(packets, octets)
