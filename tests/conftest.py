@@ -35,14 +35,20 @@ def free_port_block(n: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+def marking_mode() -> pb.MarkingMode:
+    """The marking mode of the module's lab; a module overrides it to run in several."""
+    return pb.MARKING_MODE_ALTMARK
+
+
+@pytest.fixture(scope="module")
+def lab(request: pytest.FixtureRequest, marking_mode: pb.MarkingMode) -> Iterator[Lab]:
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
     topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
     instance = Lab(topology, prefix=f"t{secrets.token_hex(3)}", base_port=free_port_block(3))
     try:
         instance.up()
-        scenario.apply(instance)
+        scenario.apply(instance, marking_mode)
         with contextlib.ExitStack() as sinks:
             # Listeners on both hosts: a closed port would answer with ICMPv6 errors, which are
             # real packets of the reverse flow and would be counted.
@@ -86,6 +92,12 @@ class Blocks:
 def block_packets(lab: Lab, router: str, block: int) -> dict[str, int]:
     reply = scenario.stub(lab, router).ReadBlock(pb.ReadBlockRequest(block=block))
     return {f.flow: f.packets for f in reply.flows}
+
+
+def block_counts(lab: Lab, router: str, block: int) -> dict[str, tuple[int, int]]:
+    """Packets and bytes of each flow in `block`."""
+    reply = scenario.stub(lab, router).ReadBlock(pb.ReadBlockRequest(block=block))
+    return {f.flow: (f.packets, f.bytes) for f in reply.flows}
 
 
 @pytest.fixture

@@ -16,6 +16,13 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 ROUTERS = ("r1", "r2", "r3")
 
 
+@pytest.fixture(
+    scope="module", params=[pb.MARKING_MODE_ALTMARK, pb.MARKING_MODE_DSCP], ids=["altmark", "dscp"]
+)
+def marking_mode(request: pytest.FixtureRequest) -> pb.MarkingMode:
+    return request.param
+
+
 def test_one_flow_is_counted_exactly_at_ingress_transit_and_egress(lab, blocks):
     block = blocks.next()
     sent = lab.send_udp("h1", H2, 300, interval=0.0005)
@@ -71,18 +78,18 @@ def test_kill_9_of_a_node_manager_mid_block_loses_no_count(lab, blocks):
         assert block_packets(lab, router, block)[FORWARD] == 180, router
 
 
-def test_applying_the_same_state_again_changes_nothing(lab):
-    for reply in scenario.apply(lab).values():
+def test_applying_the_same_state_again_changes_nothing(lab, marking_mode):
+    for reply in scenario.apply(lab, marking_mode).values():
         assert reply.policies.added == reply.policies.removed == 0
         assert reply.local_sids.added == reply.local_sids.removed == 0
         assert reply.flows.added == reply.flows.removed == 0
         assert not reply.marking_changed
 
 
-def test_state_not_created_by_the_node_manager_is_never_touched(lab):
+def test_state_not_created_by_the_node_manager_is_never_touched(lab, marking_mode):
     lab.exec("r1", ["ip", "-6", "route", "add", "fd00:99::/64", "via", "fcf0:12::2"], check=True)
     try:
-        scenario.apply(lab)
+        scenario.apply(lab, marking_mode)
         routes = lab.exec(
             "r1",
             ["ip", "-6", "route", "show", "fd00:99::/64"],
@@ -136,10 +143,10 @@ def _code(call) -> tuple[grpc.StatusCode, str]:
         ),
     ],
 )
-def test_bad_input_is_refused_clearly_and_changes_nothing(lab, mutate, code, message):
+def test_bad_input_is_refused_clearly_and_changes_nothing(lab, marking_mode, mutate, code, message):
     stub = scenario.stub(lab, "r1")
     before = stub.GetState(pb.GetStateRequest())
-    desired = scenario.desired_states(lab)["r1"]
+    desired = scenario.desired_states(lab, marking_mode)["r1"]
     mutate(desired)
     got_code, details = _code(lambda: stub.ApplyState(pb.ApplyStateRequest(desired=desired)))
     assert got_code == code
@@ -163,7 +170,7 @@ def test_info_reports_what_this_kernel_can_do(lab):
     assert info.period_ns == 2_000_000_000
 
 
-def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
+def test_ten_thousand_monitored_flows_still_count_exactly(lab, marking_mode, blocks):
     extra = [
         pb.MonitoredFlow(
             name=f"bulk-{i}",
@@ -174,7 +181,7 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
         )
         for i in range(10_000)
     ]
-    desired = scenario.desired_states(lab)["r1"]
+    desired = scenario.desired_states(lab, marking_mode)["r1"]
     desired.flows.extend(extra)
     stub = scenario.stub(lab, "r1")
     started = time.monotonic()
@@ -191,11 +198,11 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, blocks):
         assert {f.flow: f.packets for f in got.flows} == {FORWARD: 123, "bulk-0": 0, "bulk-9999": 0}
         assert block_packets(lab, "r3", block)[FORWARD] == 123
     finally:
-        scenario.apply(lab)
+        scenario.apply(lab, marking_mode)
     print(f"10,000 flows applied in {took:.2f} s")
 
 
-def test_every_supported_behaviour_and_encap_mode_round_trips_through_the_kernel(lab):
+def test_every_supported_behaviour_and_encap_mode_round_trips_through_the_kernel(lab, marking_mode):
     stub = scenario.stub(lab, "r1")
     info = stub.GetInfo(pb.GetInfoRequest())
     assert set(info.encap_modes) >= {
@@ -203,7 +210,7 @@ def test_every_supported_behaviour_and_encap_mode_round_trips_through_the_kernel
         pb.ENCAP_MODE_ENCAP_RED,
         pb.ENCAP_MODE_INLINE,
     }
-    desired = scenario.desired_states(lab)["r1"]
+    desired = scenario.desired_states(lab, marking_mode)["r1"]
     extra_policies = [
         pb.SrPolicy(
             name=f"p-{pb.EncapMode.Name(m)}",
@@ -235,6 +242,6 @@ def test_every_supported_behaviour_and_encap_mode_round_trips_through_the_kernel
         again = stub.ApplyState(pb.ApplyStateRequest(desired=desired))
         assert again.policies.added == again.local_sids.added == 0
     finally:
-        removed = scenario.apply(lab)["r1"]
+        removed = scenario.apply(lab, marking_mode)["r1"]
     assert removed.policies.removed == len(extra_policies)
     assert removed.local_sids.removed == len(extra_sids)

@@ -308,15 +308,20 @@ __noinline __u32 gso_header_len(struct __sk_buff *skb, const struct pkt *p)
 	return 0;
 }
 
-/* Counts the packet as the segments it is on the wire, for counter `index`. */
-static __always_inline void count(struct __sk_buff *skb, const struct pkt *p, __u32 index)
+/* The header octets each segment of a GSO skb repeats, or 0 (not GSO, or not known). */
+static __always_inline __u32 segment_headers(struct __sk_buff *skb, const struct pkt *p)
+{
+	return skb->gso_size ? gso_header_len(skb, p) : 0;
+}
+
+/* Counts the packet as the segments it is on the wire, for counter `index`; `hdr` is what
+ * segment_headers() said. */
+static __always_inline void count(struct __sk_buff *skb, __u32 hdr, __u32 index)
 {
 	struct counter *c = bpf_map_lookup_elem(&srv6pm_counters, &index);
 	__u64 segs = 1, bytes = skb->len;
 
 	if (skb->gso_size) {
-		__u32 hdr = gso_header_len(skb, p);
-
 		segs = skb->gso_segs;
 		/* gso_segs is 0 when a helper resized the skb and left it to be recomputed */
 		if (!segs && hdr && skb->len > hdr)
@@ -578,6 +583,7 @@ int srv6pm_mark(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	__u32 colour = current_colour(cfg);
+	__u32 hdr = segment_headers(skb, &p);
 
 	if (cfg->mode == MODE_DSCP) {
 		__u8 tc = p.tc | cfg->monitored_bit;
@@ -592,14 +598,23 @@ int srv6pm_mark(struct __sk_buff *skb)
 			stat(skb, REASON_FOREIGN_MARK);
 			return TC_ACT_OK;
 		}
+		/* A packet the option would take over the MTU goes out unmarked (and uncounted, so
+		 * no node reports it lost) rather than be dropped further on. */
+		__u32 mtu = 0;
+		if (bpf_check_mtu(skb, 0, &mtu, DOH_LEN, 0) ||
+		    (hdr && hdr + DOH_LEN + skb->gso_size > mtu + ETH_HLEN)) {
+			stat(skb, REASON_MARK_FAILED);
+			return TC_ACT_OK;
+		}
 		int err = insert_altmark(skb, &p, flow.flowmon_id, colour);
 		if (err) {
 			stat(skb, REASON_MARK_FAILED);
 			return err == -2 ? TC_ACT_SHOT : TC_ACT_OK;
 		}
-		p.inner_off += DOH_LEN;
+		if (hdr)
+			hdr += DOH_LEN;
 	}
-	count(skb, &p, flow.slot * 2 + colour);
+	count(skb, hdr, flow.slot * 2 + colour);
 	return TC_ACT_OK;
 }
 
@@ -633,7 +648,7 @@ int srv6pm_count(struct __sk_buff *skb)
 			stat(skb, REASON_NO_FLOW);
 			return TC_ACT_OK;
 		}
-		count(skb, &p, flow.slot * 2 + ((p.tc & cfg->colour_bit) ? 1 : 0));
+		count(skb, segment_headers(skb, &p), flow.slot * 2 + ((p.tc & cfg->colour_bit) ? 1 : 0));
 		return TC_ACT_OK;
 	}
 	if (!p.mark_off) {
@@ -652,7 +667,7 @@ int srv6pm_count(struct __sk_buff *skb)
 		stat(skb, REASON_NO_FLOW);
 		return TC_ACT_OK;
 	}
-	count(skb, &p, (__u32)e->slot * 2 + ((word >> 11) & 1));
+	count(skb, segment_headers(skb, &p), (__u32)e->slot * 2 + ((word >> 11) & 1));
 	return TC_ACT_OK;
 }
 

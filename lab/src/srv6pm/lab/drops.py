@@ -37,11 +37,24 @@ class DropRule:
     dropped: int = 0
 
 
-def add_rule_script(interface: str, count: int, dst: IPv6Address | IPv6Network | None) -> str:
-    """The ``nft -f`` script that creates the table/chain if needed and appends one drop rule."""
+def add_rule_script(
+    interface: str,
+    count: int,
+    dst: IPv6Address | IPv6Network | None,
+    min_length: int | None = None,
+    every: int | None = None,
+) -> str:
+    """The ``nft -f`` script that creates the table/chain if needed and appends one drop rule.
+    ``min_length`` spares shorter packets (e.g. a TCP handshake, to drop data segments only);
+    ``every`` drops only each n-th matching packet (TCP recovers from spread losses quickly,
+    from a burst only after timeouts)."""
     match = f'oifname "{interface}"'
     if dst is not None:
         match += f" ip6 daddr {dst}"
+    if min_length is not None:
+        match += f" meta length >= {min_length}"
+    if every is not None:
+        match += f" numgen inc mod {every} == {every - 1}"
     return (
         f"add table ip6 {TABLE}\n"
         f"add chain ip6 {TABLE} {CHAIN} "

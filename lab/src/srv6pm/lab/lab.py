@@ -22,6 +22,8 @@ import srv6pm
 
 from . import drops
 from .drops import DropRule
+from .tcp import DEFAULT_PORT as TCP_PORT
+from .tcp import TcpResult
 from .topology import LabError, Topology, interface_name, parse_ipv6_dst
 from .traffic import DEFAULT_PORT, ReceiveResult, SendResult
 
@@ -382,19 +384,85 @@ class Lab:
         finally:
             receiver.close()
 
+    def tcp_transfer(
+        self, src: str, dst: str, dst_address: str, nbytes: int, port: int = TCP_PORT
+    ) -> tuple[TcpResult, TcpResult]:
+        """Send ``nbytes`` over one TCP connection from host ``src`` to host ``dst`` (at
+        ``dst_address``); what the sender and the receiver report (see :mod:`srv6pm.lab.tcp`)."""
+        module = [sys.executable, "-m", "srv6pm.lab.tcp", "--port", str(port)]
+        receiver = self.popen(
+            dst, [*module, "--listen"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            if '"ready"' not in _readline(receiver, 10.0):
+                raise LabError(f"TCP receiver in {dst} did not start")
+            sent = self.exec(
+                src,
+                [*module, "--connect", dst_address, "--bytes", str(nbytes)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if sent.returncode != 0:
+                raise LabError(f"TCP sender in {src} failed: {sent.stderr.strip()}")
+            out, err = receiver.communicate(timeout=30)
+            if receiver.returncode != 0:
+                raise LabError(f"TCP receiver in {dst} failed: {err.strip()}")
+        finally:
+            if receiver.poll() is None:
+                receiver.kill()
+                receiver.communicate()
+        return _result(TcpResult, sent.stdout.splitlines()[-1]), _result(
+            TcpResult, out.splitlines()[-1]
+        )
+
+    @contextlib.contextmanager
+    def offloads(self, node: str, peer: str, **features: bool) -> Iterator[None]:
+        """Context manager: ethtool features (``tso``, ``gso``, ``gro``, ...) of ``node``'s
+        interface toward ``peer`` set for its duration, then set back as they were."""
+        interface = self.interface(node, peer)
+        shown = self.exec(node, ["ethtool", "-k", interface], capture_output=True, text=True)
+        names = {
+            "tso": "tcp-segmentation-offload",
+            "gso": "generic-segmentation-offload",
+            "gro": "generic-receive-offload",
+        }
+        before = {f: f"{names.get(f, f)}: on" in shown.stdout for f in features}
+        self._ethtool(node, interface, features)
+        try:
+            yield
+        finally:
+            self._ethtool(node, interface, before)
+
+    def _ethtool(self, node: str, interface: str, features: dict[str, bool]) -> None:
+        args = [a for f, on in features.items() for a in (f, "on" if on else "off")]
+        r = self.exec(node, ["ethtool", "-K", interface, *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise LabError(f"ethtool in {node} failed: {r.stderr.strip()}")
+
     # --- loss injection ------------------------------------------------------------------
 
-    def drop(self, node: str, to_peer: str, count: int, dst: str | None = None) -> DropRule:
+    def drop(
+        self,
+        node: str,
+        to_peer: str,
+        count: int,
+        dst: str | None = None,
+        min_length: int | None = None,
+        every: int | None = None,
+    ) -> DropRule:
         """Drop exactly the next ``count`` packets forwarded by ``node`` toward ``to_peer``.
 
         ``dst`` restricts the rule to that IPv6 destination (outer header: the active SID)
-        or prefix. Returns the rule (its ``handle`` identifies it in :meth:`drop_counters`).
+        or prefix, ``min_length`` to packets of at least that many octets, ``every`` to each
+        n-th of the matching packets (see :mod:`srv6pm.lab.drops`). Returns the rule
+        (its ``handle`` identifies it in :meth:`drop_counters`).
         """
         if not 1 <= count <= drops.MAX_COUNT:
             raise LabError(f"count must be in 1..{drops.MAX_COUNT}, got {count}")
         interface = self.interface(node, to_peer)
         parsed = parse_ipv6_dst(dst) if dst is not None else None
-        script = drops.add_rule_script(interface, count, parsed)
+        script = drops.add_rule_script(interface, count, parsed, min_length, every)
         r = self.exec(
             node,
             ["nft", "--echo", "--handle", "-f", "-"],
@@ -554,9 +622,10 @@ class Lab:
         batch = []
         for link in topo.links:
             (a, _), (b, _) = link.ends.items()
+            mtu = f" mtu {link.mtu}" if link.mtu else ""
             batch.append(
-                f"link add name {interface_name(a, b)} netns {self.netns(a)} type veth "
-                f"peer name {interface_name(b, a)} netns {self.netns(b)}"
+                f"link add name {interface_name(a, b)} netns {self.netns(a)}{mtu} type veth "
+                f"peer name {interface_name(b, a)} netns {self.netns(b)}{mtu}"
             )
         _run(["ip", "-batch", "-"], input="\n".join(batch) + "\n")
         for node in topo.nodes:
@@ -653,7 +722,7 @@ def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
     return proc.stdout.readline()
 
 
-_R = TypeVar("_R", SendResult, ReceiveResult)
+_R = TypeVar("_R", SendResult, ReceiveResult, TcpResult)
 
 
 def _result(cls: type[_R], line: str) -> _R:

@@ -44,9 +44,11 @@ def _flows(
     ]
 
 
-def desired_states(lab: Lab) -> dict[str, pb.NodeState]:
-    """What each router must hold for the scenario."""
-    return {
+def desired_states(
+    lab: Lab, marking: pb.MarkingMode = pb.MARKING_MODE_ALTMARK
+) -> dict[str, pb.NodeState]:
+    """What each router must hold for the scenario, in the given marking mode."""
+    states = {
         "r1": pb.NodeState(
             policies=[
                 pb.SrPolicy(
@@ -76,6 +78,9 @@ def desired_states(lab: Lab) -> dict[str, pb.NodeState]:
             flows=_flows(lab, "r3", pb.ROLE_EGRESS, pb.ROLE_INGRESS, "r2", "r2"),
         ),
     }
+    for state in states.values():
+        state.marking.mode = marking
+    return states
 
 
 def stub(lab: Lab, router: str) -> pb_grpc.NodeManagerStub:
@@ -85,8 +90,10 @@ def stub(lab: Lab, router: str) -> pb_grpc.NodeManagerStub:
     return pb_grpc.NodeManagerStub(channel)
 
 
-def apply(lab: Lab) -> dict[str, pb.ApplyStateResponse]:
-    return apply_states(lab, desired_states(lab))
+def apply(
+    lab: Lab, marking: pb.MarkingMode = pb.MARKING_MODE_ALTMARK
+) -> dict[str, pb.ApplyStateResponse]:
+    return apply_states(lab, desired_states(lab, marking))
 
 
 SESSION = "h1-h2-stamp"

@@ -65,9 +65,11 @@ class Host(_Model):
 
 
 class Link(_Model):
-    """A veth pair: node name -> that end's ``address/prefixlen`` (exactly two ends)."""
+    """A veth pair: node name -> that end's ``address/prefixlen`` (exactly two ends), and the
+    MTU of both ends (the kernel's default when not given)."""
 
     ends: dict[NodeName, IPv6Interface]
+    mtu: int | None = Field(default=None, ge=1280, le=65535)
 
     @model_validator(mode="after")
     def _two_ends(self) -> Self:
