@@ -335,6 +335,7 @@ class Lab:
         at: float | None = None,
         interval: float = 0.001,
         timeout: float | None = None,
+        tclass: int = 0,
     ) -> SendResult:
         """Send exactly ``count`` UDP datagrams from ``node`` (see :mod:`srv6pm.lab.traffic`)."""
         argv = [
@@ -351,6 +352,8 @@ class Lab:
             str(size),
             "--interval",
             str(interval),
+            "--tclass",
+            str(tclass),
         ]
         if at is not None:
             argv += ["--at", repr(at)]

@@ -3,7 +3,7 @@
 Send exactly N datagrams::
 
     python -m srv6pm.lab.traffic --dst ADDR --count N [--port P] [--size BYTES]
-                                 [--at UNIX_TIME] [--interval SECONDS]
+                                 [--at UNIX_TIME] [--interval SECONDS] [--tclass TC]
 
 prints ``{"sent": N, "first": T0, "last": T1, ...}`` (wall-clock send times of the first and last
 datagram). The payload is ``seq`` (u64, from 0) and the send time in ns (u64), zero padded.
@@ -68,11 +68,13 @@ def send(
     size: int = 64,
     at: float | None = None,
     interval: float = 0.001,
+    tclass: int = 0,
 ) -> SendResult:
     """Send ``count`` datagrams to ``[dst]:port``, paced every ``interval`` s, from time ``at``."""
     size = max(size, HEADER.size)
     padding = bytes(size - HEADER.size)
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, tclass)  # the customer's DSCP/ECN
     if at is not None:
         _sleep_until(at)
     first = last = None
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=64, help="UDP payload bytes (min 16)")
     p.add_argument("--at", type=float, help="start sending at this UNIX time")
     p.add_argument("--interval", type=float, default=0.001, help="seconds between datagrams")
+    p.add_argument("--tclass", type=lambda v: int(v, 0), default=0, help="IPv6 Traffic Class")
     p.add_argument("--listen", action="store_true", help="receive mode")
     p.add_argument("--idle", type=float, default=1.0, help="receive: stop after this silence")
     p.add_argument("--timeout", type=float, default=60.0, help="receive: stop after this long")
@@ -178,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             p.error(f"--dst: not an IPv6 address: {args.dst!r}")
         result = send(
-            args.dst, args.count, port=args.port, size=args.size, at=args.at, interval=args.interval
+            args.dst,
+            args.count,
+            port=args.port,
+            size=args.size,
+            at=args.at,
+            interval=args.interval,
+            tclass=args.tclass,
         )
     print(json.dumps(asdict(result)), flush=True)
     return 0
