@@ -6,7 +6,7 @@
  *  - srv6pm_mark  (egress hook of the node that encapsulates: a flow's ingress). Finds the flow by
  *                 its SID list and marks the colour of the current block, by default with an
  *                 RFC 9343 AltMark option (FlowMonID, L = colour) in a Destination Options header
- *                 inserted before the SRH (RFC 9343 section 3.1 for SRv6), or in DSCP mode with two
+ *                 inserted before the SRH (where RFC 9343 puts it for SRv6), or in DSCP mode with two
  *                 bits of the outer Traffic Class. Counts per flow per colour.
  *  - srv6pm_count (ingress hook of transit and egress nodes): counts marked packets per colour,
  *                 by FlowMonID (one array index) or, in DSCP mode, by SID list.
@@ -32,7 +32,7 @@
 
 #define MAX_SEGMENTS 16
 #define MAX_FLOWS 16384
-#define MAX_FLOWMON_IDS (1 << 20) /* FlowMonID is 20 bits (RFC 9343 section 3) */
+#define MAX_FLOWMON_IDS (1 << 20) /* FlowMonID is 20 bits (RFC 9343) */
 #define MAX_EXT_HEADERS 8
 #define MAX_OPTIONS 8
 #define MAX_GSO_HEADERS 10
@@ -46,7 +46,7 @@
 
 #define IP6OPT_PAD1 0x00
 #define IP6OPT_PADN 0x01
-#define IP6OPT_ALTMARK 0x12 /* RFC 9343 section 5 (IANA) */
+#define IP6OPT_ALTMARK 0x12 /* RFC 9343 (IANA Destination Options and Hop-by-Hop Options) */
 #define ALTMARK_LEN 4
 #define DOH_LEN 8 /* next header, length, option type, option length, 4 octets of data */
 #define NEXTHDR_ETHERNET 143 /* RFC 8986 section 10.1 (L2 encapsulation) */

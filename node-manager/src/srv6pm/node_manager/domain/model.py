@@ -60,7 +60,7 @@ class LocalSid:
     table: int = 0
 
 
-MAX_FLOWMON_ID = (1 << 20) - 1  # FlowMonID is 20 bits (RFC 9343 section 3)
+MAX_FLOWMON_ID = (1 << 20) - 1  # FlowMonID is 20 bits (RFC 9343)
 
 
 @dataclass(frozen=True)
