@@ -19,6 +19,7 @@ BPF_PROG_TEST_RUN = 10
 SKB_SIZE = 192  # sizeof(struct __sk_buff), linux/bpf.h
 SKB_GSO_SEGS = 164  # offsetof(struct __sk_buff, gso_segs)
 SKB_GSO_SIZE = 176  # offsetof(struct __sk_buff, gso_size)
+SKB_IFINDEX = 40  # offsetof(struct __sk_buff, ifindex)
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 
 
@@ -78,7 +79,10 @@ class Programs:
         self.monitor.set_marking(marking)
         self.monitor.update_flows(flows, [])
 
-    def run(self, program: str, packet: bytes, gso_segs: int = 0, gso_size: int = 0) -> Run:
+    def run(
+        self, program: str, packet: bytes, gso_segs: int = 0, gso_size: int = 0, ifindex: int = 0
+    ) -> Run:
+        """One run; `ifindex` makes the skb's device that interface (its MTU counts)."""
         prog = next((self.root / "bpf" / "progs").iterdir()) / program
         fd = obj_get(prog)
         try:
@@ -87,6 +91,7 @@ class Programs:
             ctx = bytearray(SKB_SIZE)
             ctx[SKB_GSO_SEGS : SKB_GSO_SEGS + 4] = gso_segs.to_bytes(4, "little")
             ctx[SKB_GSO_SIZE : SKB_GSO_SIZE + 4] = gso_size.to_bytes(4, "little")
+            ctx[SKB_IFINDEX : SKB_IFINDEX + 4] = ifindex.to_bytes(4, "little")
             ctx_in = ctypes.create_string_buffer(bytes(ctx), SKB_SIZE)
             attr = _TestRunAttr(
                 prog_fd=fd,

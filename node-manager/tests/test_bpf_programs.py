@@ -4,6 +4,8 @@ GSO skbs counted as their segments, AltMark insertion, foreign marks, unattribut
 from __future__ import annotations
 
 import secrets
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,6 +194,34 @@ def test_gso_packets_cannot_be_marked_in_test_run_and_say_so(programs):
     )
     assert run.verdict == TC_ACT_OK and counted == ((0, 0), (0, 0))
     assert stats == {"mark_failed": 10}
+
+
+@pytest.fixture
+def small_mtu_device() -> Iterator[int]:
+    """A veth whose MTU is 1280, to run the programs as if sending on it; its ifindex."""
+    name = f"sm{secrets.token_hex(4)}"
+    subprocess.run(
+        ["ip", "link", "add", name, "mtu", "1280", "type", "veth", "peer", "name", f"{name}p"],
+        check=True,
+    )
+    try:
+        yield socket.if_nametoindex(name)
+    finally:
+        subprocess.run(["ip", "link", "del", name], check=False)
+
+
+def test_a_packet_the_option_would_take_over_the_mtu_goes_out_unmarked(programs, small_mtu_device):
+    programs.configure(Marking(), [flow()])
+    base = len(encap(srh())) - 14  # IPv6 packet without payload growth
+    fits = encap(srh())  # the inner payload is small
+    run, counted, stats = run_counted(programs, "srv6pm_mark", fits, ifindex=small_mtu_device)
+    assert len(run.packet) == len(fits) + 8 and stats == {"counted": 1}
+    pad = 1280 - 8 - base + 1  # one octet too many once the option is in
+    too_big = frame(IPv6(src=R1, dst=SIDS[0]), srh(), inner(100 + pad))
+    assert len(too_big) - 14 == 1280 - 8 + 1
+    run, counted, stats = run_counted(programs, "srv6pm_mark", too_big, ifindex=small_mtu_device)
+    assert run.packet == bytes(too_big) and counted == ((0, 0), (0, 0))
+    assert stats == {"mark_failed": 1}
 
 
 # ---- ingress: DSCP mode ----------------------------------------------------------------------
