@@ -51,6 +51,7 @@
 #define DOH_LEN 8 /* next header, length, option type, option length, 4 octets of data */
 #define NEXTHDR_ETHERNET 143 /* RFC 8986 section 10.1 (L2 encapsulation) */
 #define IPV6_HLEN 40
+#define IPV6_MIN_MTU 1280 /* every IPv6 link carries this much (RFC 8200 section 5) */
 #define L3_OFF ETH_HLEN
 
 /* What a program saw but could not count for a flow; keep in sync with maps.py (Reason). */
@@ -163,6 +164,7 @@ struct pkt {
 	__u8 tc;      /* outer Traffic Class */
 	__u16 hbh_len; /* a Hop-by-Hop Options header right after the IPv6 header; 0: none */
 	__u16 pad;
+	__u32 mark;    /* the AltMark option's data, host order, when mark_off */
 };
 
 /* Segments a packet stands for on the wire (a GSO/GRO skb carries several). */
@@ -240,6 +242,13 @@ __noinline int parse(struct __sk_buff *skb, struct pkt *p)
 				return REASON_PARSE_ERROR;
 		} else if (proto != IPPROTO_ROUTING && !p->srh_off && !p->mark_off) {
 			p->mark_off = find_altmark(skb, off, off + len);
+			if (p->mark_off) {
+				__be32 data;
+
+				if (bpf_skb_load_bytes(skb, p->mark_off + 2, &data, 4))
+					return REASON_PARSE_ERROR;
+				p->mark = bpf_ntohl(data);
+			}
 		}
 		proto = h[0];
 		off += len;
@@ -249,6 +258,54 @@ __noinline int parse(struct __sk_buff *skb, struct pkt *p)
 	p->inner_off = off;
 	p->inner_proto = proto;
 	return -1;
+}
+
+/* The shapes Linux head-ends build, read in place: IPv6 + SRH, and IPv6 + our 8-octet AltMark
+ * header + SRH. 1 when `p` is filled; 0 sends the packet through parse(). */
+static __always_inline int parse_fast(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	__u8 *h = (void *)(ip6 + 1);
+	__u32 off = L3_OFF + IPV6_HLEN;
+
+	if ((void *)(h + 16) > data_end || eth->h_proto != bpf_htons(ETH_P_IPV6) ||
+	    ip6->version != 6)
+		return 0;
+	__u8 proto = ip6->nexthdr;
+	__u32 mark = 0, mark_off = 0;
+	if (proto == IPPROTO_DSTOPTS) {
+		if (h[1] != 0 || h[2] != IP6OPT_ALTMARK || h[3] != ALTMARK_LEN)
+			return 0;
+		mark_off = off + 2;
+		mark = bpf_ntohl(*(__be32 *)(h + 4));
+		proto = h[0];
+		h += DOH_LEN;
+		off += DOH_LEN;
+	}
+	if (proto != IPPROTO_ROUTING || h[2] != IPV6_SRCRT_TYPE_4)
+		return 0;
+	__u32 nsegs = (__u32)h[4] + 1;
+	__u32 len = ((__u32)h[1] + 1) * 8;
+	if (nsegs > MAX_SEGMENTS || len < 8 + 16 * nsegs || off + len > skb->len)
+		return 0;
+	p->mark_off = mark_off;
+	p->mark = mark;
+	p->srh_off = off;
+	p->inner_off = off + len;
+	p->inner_proto = h[0];
+	p->nsegs = nsegs;
+	p->segleft = h[3];
+	p->tc = (ip6->priority << 4) | (ip6->flow_lbl[0] >> 4);
+	p->hbh_len = 0;
+	return 1;
+}
+
+static __always_inline int parse_any(struct __sk_buff *skb, struct pkt *p)
+{
+	return parse_fast(skb, p) ? -1 : parse(skb, p);
 }
 
 /* Octets of the headers that each segment of a GSO skb repeats: up to the end of the innermost
@@ -411,6 +468,62 @@ __noinline int flow_by_sids(struct __sk_buff *skb, const struct pkt *p, struct f
 	return 0;
 }
 
+/* flow_by_sids() for the usual packet, whose SRH holds the whole list in the skb's linear data:
+ * hashed and compared in place, without a copy. -2: not that packet, ask flow_by_sids(). */
+__noinline int flow_by_sids_in_place(struct __sk_buff *skb, const struct pkt *p,
+				     struct flow_hit *hit)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+
+	if (!p || !hit)
+		return -1;
+	__u32 n = p->nsegs;
+	__u32 off = p->srh_off;
+	if (!off || p->segleft == n || n < 1 || n > MAX_SEGMENTS || off > 256)
+		return -2;
+	__u64 *words = data + off + 8;
+	if ((void *)(words + 2 * n) > data_end)
+		return -2;
+
+	__u64 h = 0x9e3779b97f4a7c15ULL ^ n;
+#define FOLD(i)                                                                      \
+	if (i < n) {                                                                 \
+		if ((void *)(words + 2 * i + 2) > data_end)                          \
+			return -2;                                                     \
+		h = mix(mix(h, words[2 * i]), words[2 * i + 1]);                      \
+	}
+	FOLD(0) FOLD(1) FOLD(2) FOLD(3) FOLD(4) FOLD(5) FOLD(6) FOLD(7)
+	FOLD(8) FOLD(9) FOLD(10) FOLD(11) FOLD(12) FOLD(13) FOLD(14) FOLD(15)
+#undef FOLD
+	struct flow_value *flow = bpf_map_lookup_elem(&srv6pm_flows, &h);
+	if (!flow || flow->nsegs != n)
+		return -1;
+	__u64 *want = (void *)flow->segs;
+#define SAME(i)                                                                      \
+	if (i < n) {                                                                 \
+		if ((void *)(words + 2 * i + 2) > data_end)                          \
+			return -2;                                                     \
+		if (words[2 * i] != want[2 * i] || words[2 * i + 1] != want[2 * i + 1]) \
+			return -1;                                                     \
+	}
+	SAME(0) SAME(1) SAME(2) SAME(3) SAME(4) SAME(5) SAME(6) SAME(7)
+	SAME(8) SAME(9) SAME(10) SAME(11) SAME(12) SAME(13) SAME(14) SAME(15)
+#undef SAME
+	hit->slot = flow->slot;
+	hit->flowmon_id = flow->flowmon_id;
+	hit->role = flow->role;
+	return 0;
+}
+
+static __always_inline int find_flow(struct __sk_buff *skb, const struct pkt *p,
+				     struct flow_hit *hit)
+{
+	int found = flow_by_sids_in_place(skb, p, hit);
+
+	return found == -2 ? flow_by_sids(skb, p, hit) : found;
+}
+
 static __always_inline int is_srv6(const struct pkt *p)
 {
 	return p->srh_off != 0;
@@ -568,7 +681,7 @@ int srv6pm_mark(struct __sk_buff *skb)
 
 	if (!cfg)
 		return TC_ACT_OK;
-	reason = parse(skb, &p);
+	reason = parse_any(skb, &p);
 	if (reason >= 0) {
 		stat(skb, reason);
 		return TC_ACT_OK;
@@ -578,7 +691,7 @@ int srv6pm_mark(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	struct flow_hit flow;
-	if (flow_by_sids(skb, &p, &flow) || flow.role != ROLE_INGRESS) {
+	if (find_flow(skb, &p, &flow) || flow.role != ROLE_INGRESS) {
 		stat(skb, REASON_NO_FLOW);
 		return TC_ACT_OK;
 	}
@@ -601,8 +714,9 @@ int srv6pm_mark(struct __sk_buff *skb)
 		/* A packet the option would take over the MTU goes out unmarked (and uncounted, so
 		 * no node reports it lost) rather than be dropped further on. */
 		__u32 mtu = 0;
-		if (bpf_check_mtu(skb, 0, &mtu, DOH_LEN, 0) ||
-		    (hdr && hdr + DOH_LEN + skb->gso_size > mtu + ETH_HLEN)) {
+		if ((skb->len + DOH_LEN > ETH_HLEN + IPV6_MIN_MTU || hdr) &&
+		    (bpf_check_mtu(skb, 0, &mtu, DOH_LEN, 0) ||
+		     (hdr && hdr + DOH_LEN + skb->gso_size > mtu + ETH_HLEN))) {
 			stat(skb, REASON_MARK_FAILED);
 			return TC_ACT_OK;
 		}
@@ -629,7 +743,7 @@ int srv6pm_count(struct __sk_buff *skb)
 
 	if (!cfg)
 		return TC_ACT_OK;
-	reason = parse(skb, &p);
+	reason = parse_any(skb, &p);
 	if (reason >= 0) {
 		stat(skb, reason);
 		return TC_ACT_OK;
@@ -644,7 +758,7 @@ int srv6pm_count(struct __sk_buff *skb)
 			return TC_ACT_OK;
 		}
 		struct flow_hit flow;
-		if (flow_by_sids(skb, &p, &flow) || flow.role == ROLE_INGRESS) {
+		if (find_flow(skb, &p, &flow) || flow.role == ROLE_INGRESS) {
 			stat(skb, REASON_NO_FLOW);
 			return TC_ACT_OK;
 		}
@@ -655,12 +769,7 @@ int srv6pm_count(struct __sk_buff *skb)
 		stat(skb, is_srv6(&p) || is_reduced_single(&p) ? REASON_UNMARKED : REASON_NOT_SRV6);
 		return TC_ACT_OK;
 	}
-	__be32 data;
-	if (bpf_skb_load_bytes(skb, p.mark_off + 2, &data, 4)) {
-		stat(skb, REASON_PARSE_ERROR);
-		return TC_ACT_OK;
-	}
-	__u32 word = bpf_ntohl(data);
+	__u32 word = p.mark;
 	__u32 id = word >> 12;
 	struct flowmon_entry *e = bpf_map_lookup_elem(&srv6pm_flowmon, &id);
 	if (!e || !e->role || e->role == ROLE_INGRESS) {
@@ -679,7 +788,7 @@ int srv6pm_guard(struct __sk_buff *skb)
 	struct config *cfg = config();
 	struct pkt p;
 
-	if (!cfg || parse(skb, &p) >= 0 || !is_srv6(&p))
+	if (!cfg || parse_any(skb, &p) >= 0 || !is_srv6(&p))
 		return TC_ACT_OK;
 	if (cfg->mode == MODE_DSCP) {
 		if (!(p.tc & cfg->monitored_bit))
