@@ -672,20 +672,31 @@ static __always_inline int set_dscp(struct __sk_buff *skb, __u8 tc)
 	return bpf_skb_store_bytes(skb, L3_OFF, first, 2, 0);
 }
 
-SEC("tc")
-int srv6pm_mark(struct __sk_buff *skb)
+/* The configuration, with the packet parsed into `p`; NULL (counted by reason) when the
+ * program has nothing to do. */
+static __always_inline struct config *begin(struct __sk_buff *skb, struct pkt *p)
 {
 	struct config *cfg = config();
-	struct pkt p;
 	int reason;
 
 	if (!cfg)
-		return TC_ACT_OK;
-	reason = parse_any(skb, &p);
+		return NULL;
+	reason = parse_any(skb, p);
 	if (reason >= 0) {
 		stat(skb, reason);
-		return TC_ACT_OK;
+		return NULL;
 	}
+	return cfg;
+}
+
+SEC("tc")
+int srv6pm_mark(struct __sk_buff *skb)
+{
+	struct pkt p;
+	struct config *cfg = begin(skb, &p);
+
+	if (!cfg)
+		return TC_ACT_OK;
 	if (!is_srv6(&p) && !is_reduced_single(&p)) {
 		stat(skb, REASON_NOT_SRV6);
 		return TC_ACT_OK;
@@ -737,17 +748,11 @@ int srv6pm_mark(struct __sk_buff *skb)
 SEC("tc")
 int srv6pm_count(struct __sk_buff *skb)
 {
-	struct config *cfg = config();
 	struct pkt p;
-	int reason;
+	struct config *cfg = begin(skb, &p);
 
 	if (!cfg)
 		return TC_ACT_OK;
-	reason = parse_any(skb, &p);
-	if (reason >= 0) {
-		stat(skb, reason);
-		return TC_ACT_OK;
-	}
 	if (cfg->mode == MODE_DSCP) {
 		if (!is_srv6(&p)) {
 			stat(skb, REASON_NOT_SRV6);
