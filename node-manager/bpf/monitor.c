@@ -612,24 +612,51 @@ struct altmark_doh {
  * its Hop-by-Hop header, which must stay first (RFC 8200 section 4.1). BPF_F_ADJ_ROOM_FIXED_GSO
  * keeps a GSO skb's segment size, so it is cut into the segments it was counted as (each 8 octets
  * longer); without it the kernel shrinks gso_size and the wire would carry more segments than
- * were counted. Returns 0, -1 (untouched) or -2 (damaged: drop). */
-static __always_inline int insert_altmark(struct __sk_buff *skb, const struct pkt *p,
-					  __u32 flowmon_id, __u32 colour)
+ * were counted. Returns 0, -1 (untouched) or -2 (damaged: drop). A global function: its own
+ * stack frame. */
+__noinline int insert_altmark(struct __sk_buff *skb, const struct pkt *p, __u32 flowmon_id,
+			      __u32 colour)
 {
 	__u32 nexthdr_off = L3_OFF + offsetof(struct ipv6hdr, nexthdr);
-	__u32 hbh_len = p->hbh_len;
-	__u8 nexthdr;
-	__be16 plen;
+	__u32 hbh_len = p ? p->hbh_len : 0;
+	struct {
+		__be32 vtc_flow;
+		__be16 payload_len;
+		__u8 nexthdr;
+		__u8 hop_limit;
+	} head; /* the IPv6 header's first 8 octets */
 
-	if (hbh_len > MAX_HBH_CHUNKS * 8)
+	if (!p || hbh_len > MAX_HBH_CHUNKS * 8)
 		return -1;
 	if (hbh_len)
 		nexthdr_off = L3_OFF + IPV6_HLEN; /* the HBH's own next header field */
-	if (bpf_skb_load_bytes(skb, nexthdr_off, &nexthdr, 1) ||
-	    bpf_skb_load_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, payload_len), &plen, 2))
+	struct altmark_doh doh = {
+		.hdrlen = 0,
+		.type = IP6OPT_ALTMARK,
+		.len = ALTMARK_LEN,
+		.data = bpf_htonl((flowmon_id & 0xfffff) << 12 | (colour & 1) << 11),
+	};
+	if (bpf_skb_load_bytes(skb, L3_OFF, &head, 8) ||
+	    bpf_skb_load_bytes(skb, nexthdr_off, &doh.nexthdr, 1))
 		return -1;
+	/* a zero payload length (RFC 2675 jumbogram, BIG TCP) stays zero */
+	__be16 plen = head.payload_len ? bpf_htons(bpf_ntohs(head.payload_len) + DOH_LEN) : 0;
 	if (bpf_skb_adjust_room(skb, DOH_LEN, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
 		return -1;
+
+	if (!hbh_len) { /* the usual packet: written in place, the headers being linear now */
+		void *data = (void *)(long)skb->data;
+		void *data_end = (void *)(long)skb->data_end;
+		struct ipv6hdr *ip6 = data + L3_OFF;
+		struct altmark_doh *room = (void *)(ip6 + 1);
+
+		if ((void *)(room + 1) <= data_end) {
+			*room = doh;
+			ip6->nexthdr = IPPROTO_DSTOPTS;
+			ip6->payload_len = plen;
+			return 0;
+		}
+	}
 	/* the room is right after the IPv6 header: move a Hop-by-Hop header back in front of it */
 	for (int i = 0; i < MAX_HBH_CHUNKS; i++) {
 		__u64 chunk;
@@ -641,17 +668,7 @@ static __always_inline int insert_altmark(struct __sk_buff *skb, const struct pk
 		    bpf_skb_store_bytes(skb, at, &chunk, 8, 0))
 			return -2;
 	}
-	struct altmark_doh doh = {
-		.nexthdr = nexthdr,
-		.hdrlen = 0,
-		.type = IP6OPT_ALTMARK,
-		.len = ALTMARK_LEN,
-		.data = bpf_htonl((flowmon_id & 0xfffff) << 12 | (colour & 1) << 11),
-	};
 	__u8 dstopts = IPPROTO_DSTOPTS;
-	/* a zero payload length (RFC 2675 jumbogram, BIG TCP) stays zero */
-	if (plen)
-		plen = bpf_htons(bpf_ntohs(plen) + DOH_LEN);
 	if (bpf_skb_store_bytes(skb, L3_OFF + IPV6_HLEN + hbh_len, &doh, sizeof(doh), 0) ||
 	    bpf_skb_store_bytes(skb, nexthdr_off, &dstopts, 1, 0) ||
 	    bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, payload_len), &plen, 2, 0))
@@ -663,8 +680,16 @@ static __always_inline int insert_altmark(struct __sk_buff *skb, const struct pk
  * header checksum, so the rewrite needs no fix-up. */
 static __always_inline int set_dscp(struct __sk_buff *skb, __u8 tc)
 {
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct ipv6hdr *ip6 = data + L3_OFF;
 	__u8 first[2];
 
+	if ((void *)(ip6 + 1) <= data_end) {
+		ip6->priority = tc >> 4;
+		ip6->flow_lbl[0] = (ip6->flow_lbl[0] & 0x0f) | (tc << 4);
+		return 0;
+	}
 	if (bpf_skb_load_bytes(skb, L3_OFF, first, 2))
 		return -1;
 	first[0] = (first[0] & 0xf0) | (tc >> 4);

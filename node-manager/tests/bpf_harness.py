@@ -3,7 +3,6 @@ by the real Monitor (only its tc attach is replaced: no interface is hooked here
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 from dataclasses import dataclass
@@ -11,36 +10,15 @@ from pathlib import Path
 
 from srv6pm.node_manager.domain.model import Marking, MonitoredFlow
 from srv6pm.node_manager.drivers.base import PacketStats
-from srv6pm.node_manager.drivers.linux.bpftool import bpf_syscall, obj_get
+from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
 from srv6pm.node_manager.drivers.linux.hooks import Hook
 from srv6pm.node_manager.drivers.linux.monitor import Monitor
 
-BPF_PROG_TEST_RUN = 10
 SKB_SIZE = 192  # sizeof(struct __sk_buff), linux/bpf.h
 SKB_GSO_SEGS = 164  # offsetof(struct __sk_buff, gso_segs)
 SKB_GSO_SIZE = 176  # offsetof(struct __sk_buff, gso_size)
 SKB_IFINDEX = 40  # offsetof(struct __sk_buff, ifindex)
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
-
-
-class _TestRunAttr(ctypes.Structure):
-    _fields_ = (
-        ("prog_fd", ctypes.c_uint32),
-        ("retval", ctypes.c_uint32),
-        ("data_size_in", ctypes.c_uint32),
-        ("data_size_out", ctypes.c_uint32),
-        ("data_in", ctypes.c_uint64),
-        ("data_out", ctypes.c_uint64),
-        ("repeat", ctypes.c_uint32),
-        ("duration", ctypes.c_uint32),
-        ("ctx_size_in", ctypes.c_uint32),
-        ("ctx_size_out", ctypes.c_uint32),
-        ("ctx_in", ctypes.c_uint64),
-        ("ctx_out", ctypes.c_uint64),
-        ("flags", ctypes.c_uint32),
-        ("cpu", ctypes.c_uint32),
-        ("batch_size", ctypes.c_uint32),
-    )
 
 
 @dataclass(frozen=True)
@@ -84,31 +62,16 @@ class Programs:
     ) -> Run:
         """One run; `ifindex` makes the skb's device that interface (its MTU counts)."""
         prog = next((self.root / "bpf" / "progs").iterdir()) / program
+        ctx = bytearray(SKB_SIZE)
+        ctx[SKB_GSO_SEGS : SKB_GSO_SEGS + 4] = gso_segs.to_bytes(4, "little")
+        ctx[SKB_GSO_SIZE : SKB_GSO_SIZE + 4] = gso_size.to_bytes(4, "little")
+        ctx[SKB_IFINDEX : SKB_IFINDEX + 4] = ifindex.to_bytes(4, "little")
         fd = obj_get(prog)
         try:
-            data_in = ctypes.create_string_buffer(packet, len(packet))
-            data_out = ctypes.create_string_buffer(len(packet) + 512)
-            ctx = bytearray(SKB_SIZE)
-            ctx[SKB_GSO_SEGS : SKB_GSO_SEGS + 4] = gso_segs.to_bytes(4, "little")
-            ctx[SKB_GSO_SIZE : SKB_GSO_SIZE + 4] = gso_size.to_bytes(4, "little")
-            ctx[SKB_IFINDEX : SKB_IFINDEX + 4] = ifindex.to_bytes(4, "little")
-            ctx_in = ctypes.create_string_buffer(bytes(ctx), SKB_SIZE)
-            attr = _TestRunAttr(
-                prog_fd=fd,
-                data_size_in=len(packet),
-                data_size_out=len(data_out),
-                data_in=ctypes.addressof(data_in),
-                data_out=ctypes.addressof(data_out),
-                repeat=1,
-                ctx_size_in=SKB_SIZE,
-                ctx_in=ctypes.addressof(ctx_in),
-            )
-            ret = bpf_syscall(BPF_PROG_TEST_RUN, attr)
-            if ret < 0:
-                raise OSError(-ret, f"BPF_PROG_TEST_RUN of {program} failed")
-            return Run(attr.retval, data_out.raw[: attr.data_size_out])
+            verdict, out, _ = prog_test_run(fd, packet, bytes(ctx))
         finally:
             os.close(fd)
+        return Run(verdict, out)
 
     def counts(self, flow: str) -> tuple[tuple[int, int], tuple[int, int]]:
         c = self.monitor.read_counters([flow])[flow]

@@ -26,6 +26,7 @@ from typing import Any
 from ...domain.errors import FailedPrecondition
 
 BPF_OBJ_GET = 7
+BPF_PROG_TEST_RUN = 10
 BPF_MAP_LOOKUP_BATCH = 24
 SYS_BPF = {"x86_64": 321, "aarch64": 280}
 BPF_FS_MAGIC = 0xCAFE4A11
@@ -64,6 +65,48 @@ def bpf_syscall(cmd: int, attr: ctypes.Structure) -> int:
         libc.syscall(SYS_BPF[platform.machine()], cmd, ctypes.byref(attr), ctypes.sizeof(attr))
     )
     return ret if ret >= 0 else -ctypes.get_errno()
+
+
+class _TestRunAttr(ctypes.Structure):
+    _fields_ = (
+        ("prog_fd", ctypes.c_uint32),
+        ("retval", ctypes.c_uint32),
+        ("data_size_in", ctypes.c_uint32),
+        ("data_size_out", ctypes.c_uint32),
+        ("data_in", ctypes.c_uint64),
+        ("data_out", ctypes.c_uint64),
+        ("repeat", ctypes.c_uint32),
+        ("duration", ctypes.c_uint32),
+        ("ctx_size_in", ctypes.c_uint32),
+        ("ctx_size_out", ctypes.c_uint32),
+        ("ctx_in", ctypes.c_uint64),
+        ("ctx_out", ctypes.c_uint64),
+    )
+
+
+def prog_test_run(
+    prog_fd: int, packet: bytes, ctx: bytes = b"", repeat: int = 1
+) -> tuple[int, bytes, int]:
+    """BPF_PROG_TEST_RUN: the program's verdict, the packet after it, and the kernel's mean run
+    time in ns over `repeat` runs. `ctx` is a struct __sk_buff for tc programs (GSO fields,
+    ifindex). For the programs' unit tests and benchmark."""
+    data_in = ctypes.create_string_buffer(packet, len(packet))
+    data_out = ctypes.create_string_buffer(len(packet) + 512)
+    ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
+    attr = _TestRunAttr(
+        prog_fd=prog_fd,
+        data_size_in=len(packet),
+        data_size_out=len(data_out),
+        data_in=ctypes.addressof(data_in),
+        data_out=ctypes.addressof(data_out),
+        repeat=repeat,
+        ctx_size_in=len(ctx),
+        ctx_in=ctypes.addressof(ctx_in) if ctx else 0,
+    )
+    ret = bpf_syscall(BPF_PROG_TEST_RUN, attr)
+    if ret < 0:
+        raise BpftoolError(f"BPF_PROG_TEST_RUN failed: {os.strerror(-ret)}")
+    return attr.retval, data_out.raw[: attr.data_size_out], attr.duration
 
 
 def obj_get(path: Path) -> int:
