@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * pktgen: a paced AF_PACKET generator of identical Ethernet + IPv6 + UDP frames, for the
- * forwarding benchmark (bench/forwarding.py).
+ * pktgen: a paced AF_PACKET generator of Ethernet frames for the forwarding benchmark
+ * (bench/forwarding.py): one built-in IPv6/UDP frame sent again and again, or a set of
+ * pre-built frames (--frames FILE) sent in round-robin order, so that the traffic spreads over
+ * many destinations, policies or monitored flows.
  *
  * Why not trafgen or the kernel's pktgen: trafgen fails on veth here, and the kernel pktgen
  * needs a module the benchmark machine may not have. This is the smallest thing that offers a
@@ -9,11 +11,15 @@
  * work on the generator), on an absolute schedule of rate packets per second, so the load on
  * the router does not depend on how fast the generator could go.
  *
- * Usage: pktgen --ifname IF --dst-mac MAC --src IP6 --dst IP6 --rate PPS
+ * Usage: pktgen --ifname IF --rate PPS (--frames FILE | --dst-mac MAC --src IP6 --dst IP6)
  *               [--duration S] [--count N] [--batch N] [--sport N] [--dport N] [--size BYTES]
- * Prints one JSON line: packets sent, send errors, elapsed time, achieved rate, and how often
- * the schedule was reset because the generator fell behind (it never bursts to catch up by
- * more than MAX_LAG_BATCHES batches, so a stall cannot flood the router's backlog).
+ * FILE holds whole Ethernet frames (source MAC included), each preceded by its length as 2
+ * octets in network order. Frame k of the run is frame k mod (number of frames) of the file:
+ * every sendmmsg() batch takes the next `batch` frames, wrapping around.
+ * Prints one JSON line: packets sent, send errors, elapsed time, achieved rate, frames in the
+ * set, octets sent, and how often the schedule was reset because the generator fell behind
+ * (it never bursts to catch up by more than MAX_LAG_BATCHES batches, so a stall cannot flood
+ * the router's backlog).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -38,9 +44,11 @@
 #define MIN_FRAME (14 + 40 + 8)
 #define MAX_FRAME 1514
 #define MAX_LAG_BATCHES 4
+#define MAX_FRAMES (1u << 20)
 
 struct options {
 	const char *ifname;
+	const char *frames; /* file of length-prefixed frames; NULL: one built-in frame */
 	uint8_t dst_mac[6];
 	struct in6_addr src, dst;
 	double rate;
@@ -60,7 +68,8 @@ static void die(const char *what)
 static void usage(const char *msg)
 {
 	fprintf(stderr,
-		"pktgen: %s\nusage: pktgen --ifname IF --dst-mac MAC --src IP6 --dst IP6 --rate PPS "
+		"pktgen: %s\nusage: pktgen --ifname IF --rate PPS "
+		"(--frames FILE | --dst-mac MAC --src IP6 --dst IP6) "
 		"[--duration S] [--count N] [--batch N] [--sport N] [--dport N] [--size BYTES]\n",
 		msg);
 	exit(2);
@@ -105,7 +114,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 		{"rate", required_argument, NULL, 'r'},   {"duration", required_argument, NULL, 't'},
 		{"count", required_argument, NULL, 'c'},  {"batch", required_argument, NULL, 'b'},
 		{"sport", required_argument, NULL, 'S'},  {"dport", required_argument, NULL, 'D'},
-		{"size", required_argument, NULL, 'z'},   {NULL, 0, NULL, 0},
+		{"size", required_argument, NULL, 'z'},   {"frames", required_argument, NULL, 'f'},
+		{NULL, 0, NULL, 0},
 	};
 	int have_mac = 0, have_src = 0, have_dst = 0, opt;
 
@@ -123,11 +133,14 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case 'S': o->sport = (uint16_t)strtoul(optarg, NULL, 10); break;
 		case 'D': o->dport = (uint16_t)strtoul(optarg, NULL, 10); break;
 		case 'z': o->size = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'f': o->frames = optarg; break;
 		default: usage("unknown option");
 		}
 	}
-	if (!o->ifname || !have_mac || !have_src || !have_dst)
-		usage("--ifname, --dst-mac, --src and --dst are required and must be valid");
+	if (!o->ifname)
+		usage("--ifname is required");
+	if (!o->frames && (!have_mac || !have_src || !have_dst))
+		usage("--dst-mac, --src and --dst (valid) are required without --frames");
 	if (o->rate <= 0)
 		usage("--rate must be positive");
 	if (o->duration <= 0 && o->count == 0)
@@ -211,21 +224,76 @@ static int open_socket(const char *ifname, uint8_t src_mac[6])
 	return fd;
 }
 
+/* The frames of a --frames file, read into one buffer; exits on a malformed file. */
+static size_t load_frames(const char *path, struct iovec **out)
+{
+	FILE *f = fopen(path, "rb");
+	struct iovec *iov = NULL;
+	size_t n = 0, cap = 0, at = 0;
+	long size;
+	uint8_t *buf;
+
+	if (!f || fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+		die(path);
+	buf = malloc((size_t)size + 1);
+	if (!buf)
+		die("malloc");
+	if (fread(buf, 1, (size_t)size, f) != (size_t)size)
+		die(path);
+	fclose(f);
+	while (at + 2 <= (size_t)size) {
+		size_t len = (size_t)buf[at] << 8 | buf[at + 1];
+
+		if (len < 14 || len > MAX_FRAME || at + 2 + len > (size_t)size || n == MAX_FRAMES) {
+			fprintf(stderr,
+				"pktgen: %s: frame %zu: length %zu not in 14..%d, truncated, "
+				"or over %u frames\n",
+				path, n, len, MAX_FRAME, MAX_FRAMES);
+			exit(2);
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			iov = realloc(iov, cap * sizeof(*iov));
+			if (!iov)
+				die("realloc");
+		}
+		iov[n++] = (struct iovec){.iov_base = buf + at + 2, .iov_len = len};
+		at += 2 + len;
+	}
+	if (n == 0 || at != (size_t)size) {
+		fprintf(stderr, "pktgen: %s holds no frame, or a stray octet at its end\n", path);
+		exit(2);
+	}
+	*out = iov;
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static uint8_t frame[MAX_FRAME];
-	static struct mmsghdr msgs[MAX_BATCH];
-	struct iovec iov;
+	static struct iovec single;
+	struct iovec *iov = &single;
+	struct mmsghdr *msgs;
 	struct options o;
 	uint8_t src_mac[6];
-	uint64_t sent = 0, scheduled = 0, errors = 0, resets = 0;
+	uint64_t sent = 0, scheduled = 0, errors = 0, resets = 0, bytes = 0;
+	size_t nframes = 1, next = 0;
 
 	parse_args(argc, argv, &o);
 	int fd = open_socket(o.ifname, src_mac);
-	iov.iov_base = frame;
-	iov.iov_len = build_frame(&o, src_mac, frame);
-	for (unsigned i = 0; i < o.batch; i++) /* every message points at the one frame */
-		msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iov, .msg_iovlen = 1};
+	if (o.frames) {
+		nframes = load_frames(o.frames, &iov);
+	} else {
+		single.iov_base = frame;
+		single.iov_len = build_frame(&o, src_mac, frame);
+	}
+	/* msgs[k] sends frame k mod nframes; a batch is the `n` messages from msgs[next], and the
+	 * extra `batch` messages at the end let it run past the last frame without a copy. */
+	msgs = calloc(nframes + o.batch, sizeof(*msgs));
+	if (!msgs)
+		die("calloc");
+	for (size_t k = 0; k < nframes + o.batch; k++)
+		msgs[k].msg_hdr = (struct msghdr){.msg_iov = &iov[k % nframes], .msg_iovlen = 1};
 	/* The default 50 us timer slack would make every wake-up late by that much. */
 	prctl(PR_SET_TIMERSLACK, 1UL);
 
@@ -250,7 +318,7 @@ int main(int argc, char **argv)
 		unsigned n = o.batch;
 		if (o.count && o.count - sent - errors < n)
 			n = (unsigned)(o.count - sent - errors);
-		int r = sendmmsg(fd, msgs, n, 0);
+		int r = sendmmsg(fd, &msgs[next], n, 0);
 		if (r < 0) {
 			if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
 				die("sendmmsg");
@@ -258,14 +326,17 @@ int main(int argc, char **argv)
 		} else {
 			sent += (unsigned)r;
 			errors += n - (unsigned)r;
+			for (int k = 0; k < r; k++)
+				bytes += msgs[next + (size_t)k].msg_len;
 		}
 		scheduled += n;
+		next = (next + n) % nframes; /* frames not taken are skipped, like their schedule */
 	}
 	double elapsed = (double)(now_ns() - start) / 1e9;
 	printf("{\"sent\": %llu, \"errors\": %llu, \"schedule_resets\": %llu, \"elapsed_s\": %.6f, "
-	       "\"rate_pps\": %.1f, \"batch\": %u, \"frame_bytes\": %zu}\n",
+	       "\"rate_pps\": %.1f, \"batch\": %u, \"frames\": %zu, \"bytes\": %llu}\n",
 	       (unsigned long long)sent, (unsigned long long)errors, (unsigned long long)resets,
-	       elapsed, (double)sent / elapsed, o.batch, iov.iov_len);
+	       elapsed, (double)sent / elapsed, o.batch, nframes, (unsigned long long)bytes);
 	close(fd);
 	return 0;
 }
