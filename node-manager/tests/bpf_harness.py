@@ -4,6 +4,7 @@ by the real Monitor (only its tc attach is replaced: no interface is hooked here
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ class Programs:
 
     def close(self) -> None:
         subprocess.run(["umount", str(self.root)], check=True)
+        shutil.rmtree(self.root.parent)  # the mount point and the Monitor's state directory
 
     def configure(self, marking: Marking, flows: list[MonitoredFlow]) -> None:
         self.monitor.update_flows([], self.monitor.flows())
