@@ -4,14 +4,13 @@ GSO skbs counted as their segments, AltMark insertion, foreign marks, unattribut
 from __future__ import annotations
 
 import secrets
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bpf_harness import TC_ACT_OK, Programs
+from pyroute2 import IPRoute
 from scapy.layers.inet import TCP, UDP
 from scapy.layers.inet6 import (
     HBHOptUnknown,
@@ -200,14 +199,14 @@ def test_gso_packets_cannot_be_marked_in_test_run_and_say_so(programs):
 def small_mtu_device() -> Iterator[int]:
     """A veth whose MTU is 1280, to run the programs as if sending on it; its ifindex."""
     name = f"sm{secrets.token_hex(4)}"
-    subprocess.run(
-        ["ip", "link", "add", name, "mtu", "1280", "type", "veth", "peer", "name", f"{name}p"],
-        check=True,
-    )
-    try:
-        yield socket.if_nametoindex(name)
-    finally:
-        subprocess.run(["ip", "link", "del", name], check=False)
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=name, kind="veth", peer=f"{name}p")
+        index = ipr.link_lookup(ifname=name)[0]
+        try:
+            ipr.link("set", index=index, mtu=1280)
+            yield index
+        finally:
+            ipr.link("del", index=index)
 
 
 def test_a_packet_the_option_would_take_over_the_mtu_goes_out_unmarked(programs, small_mtu_device):
