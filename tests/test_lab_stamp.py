@@ -5,6 +5,7 @@ Path TLV). Loss per block must equal the injected drops exactly, in both directi
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import pytest
@@ -133,3 +134,60 @@ def test_a_node_manager_restarted_after_kill_9_resumes_its_sessions(stamp_lab, b
     assert result.valid, result.reason
     assert (result.forward.lost, result.reverse.lost) == (0, 0)
     assert result.forward.tx == 31  # 30 packets + the previous block's probe
+
+
+def test_probes_asking_for_return_paths_nobody_declared_install_nothing(stamp_lab):
+    """A stranger on r3's link sends probes with the session's SSID (and with an unknown one),
+    each with a forged Return Path TLV: r3 answers them as any STAMP peer, counts the refused
+    return paths, and its routes do not change."""
+    lab = stamp_lab
+    r3 = scenario.stub(lab, "r3")
+
+    def routes() -> str:
+        shown = lab.exec("r3", ["ip", "-6", "route", "show"], capture_output=True, text=True)
+        return str(shown.stdout)
+
+    before_routes = routes()
+    before = r3.ReadResults(pb.ReadResultsRequest()).reflector
+    spoof = (
+        "import socket\n"
+        "from srv6pm.twamp import codec\n"
+        "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+        "forged = (codec.ReturnPath(('fc00:0:66::e',), None, None),)\n"
+        "for ssid in (1, 2, 1, 2, 1):\n"
+        "    p = codec.SenderPacket(7, 1, 0, ssid, forged)\n"
+        f"    s.sendto(codec.encode_sender(p), ('{scenario.R3_REFLECTOR_ADDRESS}', 862))\n"
+    )
+    lab.exec("r2", [sys.executable, "-c", spoof], check=True)
+    time.sleep(1.0)
+    after = r3.ReadResults(pb.ReadResultsRequest()).reflector
+    assert after.return_paths_refused - before.return_paths_refused == 5
+    assert after.received - before.received >= 5
+    assert routes() == before_routes
+    # the declared return path is the one route STAMP made on r3
+    declared = lab.exec(
+        "r3",
+        ["ip", "-6", "route", "show", f"{scenario.R1_PROBE_ADDRESS}/128"],
+        capture_output=True,
+        text=True,
+    )
+    assert "encap seg6" in declared.stdout and REVERSE_SIDS[0] in declared.stdout
+
+
+def test_get_state_returns_the_stamp_sessions_and_reflector_without_keys(lab):
+    states = scenario.stamp_states(lab, sender_key=b"k" * 32, reflector_key=b"k" * 32)
+    scenario.apply_states(lab, states)
+    try:
+        r1 = scenario.stub(lab, "r1").GetState(pb.GetStateRequest())
+        r3 = scenario.stub(lab, "r3").GetState(pb.GetStateRequest())
+    finally:
+        scenario.apply_states(lab, scenario.stamp_states(lab))
+    (session,) = r1.sessions
+    expected = pb.SenderSession()
+    expected.CopyFrom(states["r1"].sessions[0])
+    expected.hmac_key = b""
+    expected.reflector_port = 862
+    assert session == expected
+    assert r3.reflector.enabled and r3.reflector.address == scenario.R3_REFLECTOR_ADDRESS
+    assert r3.reflector.hmac_key == b"" and r3.reflector.port == 862
+    assert list(r3.reflector.sessions) == list(states["r3"].reflector.sessions)

@@ -8,6 +8,9 @@ from srv6pm.node_manager.domain.model import (
     MarkingMode,
     MonitoredFlow,
     NodeState,
+    Reflector,
+    ReflectorSession,
+    ReturnPath,
     Role,
     SrPolicy,
 )
@@ -111,3 +114,11 @@ def test_two_head_ends_may_share_a_sid_list_downstream_when_flowmon_ids_tell_the
 def test_dscp_mode_needs_no_flowmon_id():
     f = MonitoredFlow("f", FLOW.segments, Role.TRANSIT, ("x",))
     assert validation.node_state(NodeState(marking=DSCP, flows=(f,))).flows == (f,)
+
+
+def test_a_sender_gets_one_return_path():
+    path = ReturnPath("fcf0:12::1", ("fc00:0:2::e", "fc00:0:1::d6"))
+    sessions = tuple(ReflectorSession(i, "f", "f", (path,)) for i in (1, 2))
+    state = NodeState(flows=(FLOW,), reflector=Reflector(True, sessions=sessions))
+    with pytest.raises(InvalidArgument, match="duplicate return path senders: fcf0:12::1"):
+        validation.node_state(state)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 from srv6pm.twamp import codec
+from srv6pm.twamp.reflector import ReflectedFlows, Reflector, ReflectorConfig, ReflectorStats
+from srv6pm.twamp.transport import Datagram
 
 
 def h(text: str) -> bytes:
@@ -62,3 +64,59 @@ def test_reflector_fills_counters_with_replace() -> None:
 def test_received_flags_are_kept_and_added_to() -> None:
     got = codec.reflect_tlvs((codec.UnknownTlv(9, b"", codec.FLAG_I),))
     assert got[0].flags == codec.FLAG_I | codec.FLAG_U
+
+
+class _NoCounters:
+    def block_packets(self, flow: str, block: int) -> int | None:
+        return None
+
+
+SENDER, RETURN = "2001:db8::1", ("fc00:0:2::e", "fc00:0:1::d6")
+DECLARED = {7: ReflectedFlows("f", "r", frozenset({(SENDER, RETURN)}))}
+
+
+def reflect(ssid: int, source: str, segments: tuple[str, ...]) -> tuple[ReflectorStats, int]:
+    """What the reflector counted, and how many replies it sent, for one probe asking for a
+    return path."""
+    sent: list[bytes] = []
+    reflector = Reflector(
+        ReflectorConfig(sessions=DECLARED),
+        _NoCounters(),
+        lambda data, _to: sent.append(data) or True,
+    )
+    probe = codec.SenderPacket(1, 2, 3, ssid, (codec.ReturnPath(segments, None, None),))
+    reflector.handle(Datagram(codec.encode_sender(probe), (source, 50000), 10, 64, 0))
+    return reflector.stats, len(sent)
+
+
+def test_a_declared_return_path_is_accepted() -> None:
+    stats, replies = reflect(7, SENDER, RETURN)
+    assert (stats.return_paths_refused, replies) == (0, 1)
+
+
+def test_a_return_path_nobody_declared_is_refused_and_counted() -> None:
+    forged = ("fc00:0:66::e",)
+    for ssid, source, segments in (
+        (7, SENDER, forged),
+        (7, "2001:db8::66", RETURN),
+        (9, SENDER, RETURN),
+    ):
+        stats, replies = reflect(ssid, source, segments)
+        assert (stats.return_paths_refused, replies) == (1, 1), (ssid, source, segments)
+
+
+def test_the_stateful_sequence_table_is_bounded_and_says_when_it_forgets() -> None:
+    replies: list[bytes] = []
+    config = ReflectorConfig(stateful=True, max_sequences=2)
+    reflector = Reflector(config, _NoCounters(), lambda data, _to: replies.append(data) or True)
+
+    def probe(source: str) -> int:
+        data = codec.encode_sender(codec.SenderPacket(0, 2, 3, 1))
+        reflector.handle(Datagram(data, (source, 1), 10, 64, 0))
+        return codec.decode_reflector(replies[-1]).seq
+
+    assert [probe("2001:db8::1"), probe("2001:db8::1"), probe("2001:db8::2")] == [0, 1, 0]
+    assert probe("2001:db8::1") == 2  # heard recently: kept
+    assert probe("2001:db8::3") == 0  # the table is full: ::2, least recently heard, goes
+    assert reflector.stats.sequences_evicted == 1
+    assert probe("2001:db8::2") == 0  # starts again

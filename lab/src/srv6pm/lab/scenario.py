@@ -128,7 +128,16 @@ def stamp_states(
             address=R3_REFLECTOR_ADDRESS,
             stateful=True,
             hmac_key=reflector_key,
-            sessions=[pb.ReflectorSession(ssid=SSID, forward_flow=FORWARD, reverse_flow=REVERSE)],
+            sessions=[
+                pb.ReflectorSession(
+                    ssid=SSID,
+                    forward_flow=FORWARD,
+                    reverse_flow=REVERSE,
+                    return_paths=[
+                        pb.ReturnPath(sender_address=R1_PROBE_ADDRESS, segments=REVERSE_SIDS)
+                    ],
+                )
+            ],
         )
     )
     return states

@@ -5,7 +5,9 @@ number (stateless) or carries the reflector's own per-session one (stateful, sec
 reflects the TLVs (unknown ones flagged U, malformed ones M), fills Direct Measurement with this
 node's counters of the block the sender's timestamp falls in minus one (the block the probe
 reports: it is sent in the safe window of the next block), reports the DSCP received in Class
-of Service, and asks for the reply to follow an SRv6 Return Path (RFC 9503) when one is given.
+of Service, and checks an SRv6 Return Path (RFC 9503) against the return paths declared for the
+session: the reply follows the route the node installed for that sender from declared state; a
+Return Path TLV that names anything else is counted as refused and changes nothing.
 Packets that fail authentication or parsing are counted and dropped (section 4.3: a reflector
 never answers what it cannot verify).
 """
@@ -13,9 +15,11 @@ never answers what it cannot verify).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import codec
@@ -32,10 +36,12 @@ MASK32 = 0xFFFFFFFF
 
 @dataclass(frozen=True)
 class ReflectedFlows:
-    """The monitored flows a session's Direct Measurement refers to, on this node."""
+    """The monitored flows a session's Direct Measurement refers to, on this node, and the
+    (sender address, SID list) return paths declared for it."""
 
     forward: str  # received here (the probe's direction)
     reverse: str  # sent from here (the reply's direction)
+    return_paths: frozenset[tuple[str, tuple[str, ...]]] = frozenset()
 
 
 @dataclass
@@ -45,6 +51,8 @@ class ReflectorStats:
     malformed: int = 0
     auth_failures: int = 0
     counters_unavailable: int = 0
+    return_paths_refused: int = 0
+    sequences_evicted: int = 0  # stateful: senders forgotten to stay within max_sequences
 
 
 @dataclass
@@ -54,9 +62,7 @@ class ReflectorConfig:
     error_estimate: int = 0
     period_ns: int = 10_000_000_000
     sessions: dict[int, ReflectedFlows] = field(default_factory=dict)  # by SSID
-
-
-ReturnPathHook = Callable[[str, tuple[str, ...]], None]
+    max_sequences: int = 65536  # stateful: (sender, SSID) sequence counters kept at most
 
 
 class Reflector:
@@ -65,16 +71,15 @@ class Reflector:
         config: ReflectorConfig,
         counters: BlockCounters,
         send: Callable[[bytes, tuple[str, int]], bool],
-        return_path: ReturnPathHook | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.config = config
         self.stats = ReflectorStats()
         self._counters = counters
         self._send = send
-        self._return_path = return_path
         self._clock = clock
-        self._sequences: dict[tuple[str, int], int] = {}
+        # least recently heard first: a flood of strangers evicts strangers, not busy sessions
+        self._sequences: OrderedDict[tuple[str, int], int] = OrderedDict()
 
     def handle(self, datagram: Datagram) -> None:
         self.stats.received += 1
@@ -90,10 +95,12 @@ class Reflector:
             return
         tlvs = tuple(self._fill(t, probe, datagram) for t in codec.reflect_tlvs(probe.tlvs))
         seq = self._next_seq(datagram.source[0], probe) if self.config.stateful else probe.seq
-        if self._return_path and probe.ssid in self.config.sessions:  # never for strangers
-            for t in tlvs:
-                if isinstance(t, ReturnPath) and t.segments:
-                    self._return_path(datagram.source[0], tuple(t.segments))
+        flows = self.config.sessions.get(probe.ssid)
+        for t in tlvs:
+            if isinstance(t, ReturnPath) and t.segments:
+                declared = flows.return_paths if flows else frozenset()
+                if (_canonical(datagram.source[0]), _canonical_list(t.segments)) not in declared:
+                    self.stats.return_paths_refused += 1
         reply = codec.make_reflection(
             probe,
             seq=seq,
@@ -109,8 +116,11 @@ class Reflector:
 
     def _next_seq(self, source: str, probe: codec.SenderPacket) -> int:
         key = (source, probe.ssid)
-        seq = self._sequences.get(key, 0)
+        seq = self._sequences.pop(key, 0)
         self._sequences[key] = (seq + 1) & MASK32
+        if len(self._sequences) > self.config.max_sequences:
+            self._sequences.popitem(last=False)
+            self.stats.sequences_evicted += 1
         return seq
 
     def _fill(self, tlv: Tlv, probe: codec.SenderPacket, datagram: Datagram) -> Tlv:
@@ -128,3 +138,14 @@ class Reflector:
         if isinstance(tlv, ClassOfService) and datagram.traffic_class is not None:
             return dataclasses.replace(tlv, dscp2=datagram.traffic_class >> 2)
         return tlv
+
+
+def _canonical(address: str) -> str:
+    try:
+        return ipaddress.IPv6Address(address.split("%", maxsplit=1)[0]).compressed
+    except ValueError:
+        return address
+
+
+def _canonical_list(segments: Sequence[str]) -> tuple[str, ...]:
+    return tuple(_canonical(s) for s in segments)

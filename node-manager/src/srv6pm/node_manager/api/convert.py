@@ -21,6 +21,7 @@ from ..domain.model import (
     NodeState,
     Reflector,
     ReflectorSession,
+    ReturnPath,
     Role,
     SenderSession,
     SrPolicy,
@@ -106,7 +107,13 @@ def node_state(msg: pb.NodeState) -> NodeState:
         stateful=r.stateful,
         hmac_key=r.hmac_key,
         sessions=tuple(
-            ReflectorSession(s.ssid, s.forward_flow, s.reverse_flow) for s in r.sessions
+            ReflectorSession(
+                s.ssid,
+                s.forward_flow,
+                s.reverse_flow,
+                tuple(ReturnPath(p.sender_address, tuple(p.segments)) for p in s.return_paths),
+            )
+            for s in r.sessions
         ),
     )
     sessions = tuple(
@@ -175,7 +182,13 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
             hmac_key=state.reflector.hmac_key,
             sessions=[
                 pb.ReflectorSession(
-                    ssid=s.ssid, forward_flow=s.forward_flow, reverse_flow=s.reverse_flow
+                    ssid=s.ssid,
+                    forward_flow=s.forward_flow,
+                    reverse_flow=s.reverse_flow,
+                    return_paths=[
+                        pb.ReturnPath(sender_address=p.sender_address, segments=p.segments)
+                        for p in s.return_paths
+                    ],
                 )
                 for s in state.reflector.sessions
             ],

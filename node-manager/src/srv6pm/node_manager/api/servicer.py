@@ -171,6 +171,8 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     malformed=r.malformed,
                     auth_failures=r.auth_failures,
                     counters_unavailable=r.counters_unavailable,
+                    return_paths_refused=r.return_paths_refused,
+                    sequences_evicted=r.sequences_evicted,
                 ),
             )
 

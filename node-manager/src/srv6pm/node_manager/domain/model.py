@@ -97,12 +97,22 @@ STAMP_PORT = 862  # RFC 8762 section 4.1
 
 
 @dataclass(frozen=True)
+class ReturnPath:
+    """Replies to `sender_address` are steered into `segments` (RFC 9503 return path)."""
+
+    sender_address: str
+    segments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ReflectorSession:
-    """The flows a STAMP session's Direct Measurement refers to on the reflector's node."""
+    """The flows a STAMP session's Direct Measurement refers to on the reflector's node, and
+    the return paths its probes may ask for (declared here, never learnt from the wire)."""
 
     ssid: int
     forward_flow: str
     reverse_flow: str
+    return_paths: tuple[ReturnPath, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from .model import (
     NodeState,
     Reflector,
     ReflectorSession,
+    ReturnPath,
     Role,
     SenderSession,
     SrPolicy,
@@ -188,8 +189,19 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
                 f"{where} session {s.ssid}: no monitored flow named "
                 f"{', '.join(sorted(missing))} on this node"
             )
-        sessions.append(ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow))
+        paths = tuple(
+            ReturnPath(
+                ipv6_address(r.sender_address, f"{where} session {s.ssid} return path"),
+                segment_list(r.segments, f"{where} session {s.ssid} return path"),
+            )
+            for r in s.return_paths
+        )
+        sessions.append(
+            ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow, paths)
+        )
     _unique((str(s.ssid) for s in sessions), "reflector session SSIDs")
+    # one /128 route per sender: it cannot take two return paths
+    _unique((r.sender_address for s in sessions for r in s.return_paths), "return path senders")
     return replace(
         r,
         address=ipv6_address(r.address or "::", where),

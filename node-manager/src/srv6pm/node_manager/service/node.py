@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from ..domain import validation
 from ..domain.blocks import BlockClock, colour, counter_delta
-from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
+from ..domain.errors import FailedPrecondition, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
 from .snapshots import Count, SnapshotStore
@@ -23,7 +23,6 @@ from .stamp import StampService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_RETURN_PATHS = 1024  # a reflector never installs more routes than this for probes
 
 
 @dataclass(frozen=True)
@@ -87,12 +86,7 @@ class NodeService:
         self._snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        # Return paths asked for by STAMP probes (RFC 9503), installed as /128 policies.
-        self._return_lock = threading.Lock()
-        self._return_paths: dict[str, tuple[str, ...]] = {}
-        self.stamp = StampService(
-            driver.in_netns, self, period_ns, clock_synchronised, self._add_return_path
-        )
+        self.stamp = StampService(driver.in_netns, self, period_ns, clock_synchronised)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -169,19 +163,22 @@ class NodeService:
             )
             return result
 
-    def _probe_policies(self, state: NodeState) -> tuple[SrPolicy, ...]:
+    @staticmethod
+    def _probe_policies(state: NodeState) -> tuple[SrPolicy, ...]:
         """STAMP probes share the data's fate: a /128 policy steers each session's probes into
-        its direct SID list, and each reflected return path into its SID list."""
+        its direct SID list, and the replies to each declared sender into its return path
+        (RFC 9503). Only declared state makes routes: nothing a probe carries does."""
         direct = tuple(
             SrPolicy(f"stamp:{s.name}", f"{s.reflector_address}/128", s.direct_segments)
             for s in state.sessions
             if s.direct_segments
         )
-        with self._return_lock:
-            back = tuple(
-                SrPolicy(f"stamp-return:{a}", f"{a}/128", segs)
-                for a, segs in self._return_paths.items()
-            )
+        sessions = state.reflector.sessions if state.reflector.enabled else ()
+        back = tuple(
+            SrPolicy(f"stamp-return:{r.sender_address}", f"{r.sender_address}/128", r.segments)
+            for s in sessions
+            for r in s.return_paths
+        )
         return direct + back
 
     def _sync_local_addresses(self, state: NodeState) -> None:
@@ -194,24 +191,6 @@ class NodeService:
             self._driver.remove_local_address(address)
         for address in wanted - have:
             self._driver.add_local_address(address)
-
-    def _add_return_path(self, address: str, segments: tuple[str, ...]) -> None:
-        """Called for probes carrying a Return Path TLV: values from the wire, checked here."""
-        try:
-            address = validation.ipv6_address(address, "return path destination")
-            segments = validation.segment_list(segments, "return path")
-        except InvalidArgument as e:
-            log.info("ignored return path: %s", e)
-            return
-        with self._return_lock:
-            if self._return_paths.get(address) == segments:
-                return
-            if address not in self._return_paths and len(self._return_paths) >= MAX_RETURN_PATHS:
-                log.warning("ignored return path to %s: %d already", address, MAX_RETURN_PATHS)
-                return
-            self._return_paths[address] = segments
-        self._driver.add_policy(SrPolicy(f"stamp-return:{address}", f"{address}/128", segments))
-        log.info("return path to %s via %s", address, ",".join(segments))
 
     def block_packets(self, flow: str, block: int) -> int | None:
         """Counters for STAMP's Direct Measurement TLV: None when not readable."""
@@ -268,11 +247,14 @@ class NodeService:
                 replace(p, name=names.get(_policy_key(p), p.prefix))
                 for p in self._driver.policies()
             )
+            reflector, sessions = self.stamp.specs()
             return NodeState(
                 self._driver.marking(),
                 policies,
                 tuple(self._driver.local_sids()),
                 tuple(self._driver.flows()),
+                reflector,
+                sessions,
             )
 
     # ---- counters ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ itself and follow its SR policies.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import threading
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RESULTS_PER_SESSION = 256
 InNetns = Callable[[Callable[[], socket.socket]], socket.socket]
-ReturnPathHook = Callable[[str, tuple[str, ...]], None]
 
 
 @dataclass
@@ -49,13 +49,11 @@ class StampService:
         counters: BlockCounters,
         period_ns: int,
         clock_synchronised: bool,
-        return_path: ReturnPathHook,
     ) -> None:
         self._in_netns = in_netns
         self._counters = counters
         self._period_ns = period_ns
         self._synced = clock_synchronised
-        self._return_path = return_path
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="stamp", daemon=True)
         self._thread.start()
@@ -148,7 +146,12 @@ class StampService:
             error_estimate=clock_error_estimate(self._synced),
             period_ns=self._period_ns,
             sessions={
-                s.ssid: ReflectedFlows(s.forward_flow, s.reverse_flow) for s in spec.sessions
+                s.ssid: ReflectedFlows(
+                    s.forward_flow,
+                    s.reverse_flow,
+                    frozenset((r.sender_address, r.segments) for r in s.return_paths),
+                )
+                for s in spec.sessions
             },
         )
         self._reflector = self._call(self._start_reflector(config, sock))
@@ -163,7 +166,7 @@ class StampService:
         self, config: ReflectorConfig, sock: socket.socket
     ) -> tuple[StampReflector, Endpoint]:
         endpoint = Endpoint(sock)
-        reflector = StampReflector(config, self._counters, endpoint.send, self._return_path)
+        reflector = StampReflector(config, self._counters, endpoint.send)
         endpoint.serve(reflector.handle)
         return reflector, endpoint
 
@@ -185,6 +188,13 @@ class StampService:
         if session and session not in self._senders:
             raise FailedPrecondition(f"no STAMP session named {session!r} on this node")
         return self._call(collect())
+
+    def specs(self) -> tuple[Reflector, tuple[SenderSpec, ...]]:
+        """The reflector and sender sessions as last applied, HMAC keys left out: keys are
+        written, never read back."""
+        reflector = dataclasses.replace(self._reflector_spec, hmac_key=b"")
+        senders = tuple(dataclasses.replace(r.spec, hmac_key=b"") for r in self._senders.values())
+        return reflector, senders
 
     def session_names(self) -> list[str]:
         return list(self._senders)
