@@ -191,3 +191,27 @@ def test_get_state_returns_the_stamp_sessions_and_reflector_without_keys(lab):
     assert r3.reflector.enabled and r3.reflector.address == scenario.R3_REFLECTOR_ADDRESS
     assert r3.reflector.hmac_key == b"" and r3.reflector.port == 862
     assert list(r3.reflector.sessions) == list(states["r3"].reflector.sessions)
+
+
+def test_a_delay_only_session_needs_no_monitored_flow(stamp_lab):
+    """Delay and jitter to a reflector, no Direct Measurement: no flow named on either side."""
+    lab = stamp_lab
+    states = scenario.stamp_states(lab)
+    states["r1"].sessions.add(
+        name="delay-only",
+        ssid=2,
+        reflector_address=scenario.R3_REFLECTOR_ADDRESS,
+        source_address=scenario.R1_PROBE_ADDRESS,
+        delay_interval_ms=50,
+    )
+    scenario.apply_states(lab, states)
+    try:
+        time.sleep(1.5)
+        got = scenario.stub(lab, "r1").ReadResults(pb.ReadResultsRequest(session="delay-only"))
+    finally:
+        scenario.apply_states(lab, scenario.stamp_states(lab))
+    assert not got.loss
+    assert len(got.delay) >= 15
+    assert all(0 < d.two_way_ns < 50_000_000 for d in got.delay)
+    (stats,) = got.senders
+    assert stats.received >= 15 and stats.malformed == 0

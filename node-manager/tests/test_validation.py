@@ -12,6 +12,7 @@ from srv6pm.node_manager.domain.model import (
     ReflectorSession,
     ReturnPath,
     Role,
+    SenderSession,
     SrPolicy,
 )
 
@@ -122,3 +123,11 @@ def test_a_sender_gets_one_return_path():
     state = NodeState(flows=(FLOW,), reflector=Reflector(True, sessions=sessions))
     with pytest.raises(InvalidArgument, match="duplicate return path senders: fcf0:12::1"):
         validation.node_state(state)
+
+
+def test_a_session_names_both_flows_or_neither():
+    half = SenderSession("s", 1, "fc00::1", forward_flow="f", reverse_flow="")
+    with pytest.raises(InvalidArgument, match=r"both monitored flows .* or neither"):
+        validation.node_state(NodeState(flows=(FLOW,), sessions=(half,)))
+    delay_only = SenderSession("s", 1, "fc00::1", forward_flow="", reverse_flow="")
+    assert validation.node_state(NodeState(sessions=(delay_only,))).sessions == (delay_only,)

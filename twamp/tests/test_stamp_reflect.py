@@ -120,3 +120,15 @@ def test_the_stateful_sequence_table_is_bounded_and_says_when_it_forgets() -> No
     assert probe("2001:db8::3") == 0  # the table is full: ::2, least recently heard, goes
     assert reflector.stats.sequences_evicted == 1
     assert probe("2001:db8::2") == 0  # starts again
+
+
+def test_the_sender_sets_u_and_the_reflector_clears_it_on_what_it_recognises() -> None:
+    """RFC 8972 section 4: U = 1 from the Session-Sender, cleared by a reflector that knows the
+    TLV; an unknown TLV keeps it."""
+    sent = (
+        codec.DirectMeasurement(5, 0, 0, flags=codec.FLAG_U),
+        codec.ReturnPath(("2001:db8::1",), None, None, flags=codec.FLAG_U),
+        codec.UnknownTlv(77, b"\x00\x00", codec.FLAG_U),
+    )
+    got = codec.reflect_tlvs(sent)
+    assert [t.flags for t in got] == [0, 0, codec.FLAG_U]

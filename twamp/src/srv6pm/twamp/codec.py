@@ -338,9 +338,10 @@ def decode_reflector(
 def reflect_tlvs(tlvs: tuple[Tlv, ...]) -> tuple[Tlv, ...]:
     """The TLVs a Session-Reflector returns for the sender's (RFC 8972 section 4).
 
-    Known TLVs come back as they are (the caller fills Direct Measurement, Class of Service,
-    Location, ... with dataclasses.replace); unknown ones with U set; malformed ones with M set,
-    raw octets unchanged, so the reply keeps the sender's size.
+    The Session-Sender sends every TLV with U set; a reflector that recognises a TLV clears U
+    (the caller then fills Direct Measurement, Class of Service, Location, ... with
+    dataclasses.replace). Unknown ones come back with U set, malformed ones with M set, raw
+    octets unchanged, so the reply keeps the sender's size.
     """
     out: list[Tlv] = []
     for tlv in tlvs:
@@ -349,7 +350,7 @@ def reflect_tlvs(tlvs: tuple[Tlv, ...]) -> tuple[Tlv, ...]:
         elif isinstance(tlv, MalformedTlv):
             out.append(_set_flag(tlv, FLAG_M))
         else:
-            out.append(tlv)
+            out.append(dataclasses.replace(tlv, flags=tlv.flags & ~FLAG_U))
     return tuple(out)
 
 

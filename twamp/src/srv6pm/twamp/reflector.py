@@ -124,7 +124,7 @@ class Reflector:
         return seq
 
     def _fill(self, tlv: Tlv, probe: codec.SenderPacket, datagram: Datagram) -> Tlv:
-        if isinstance(tlv, DirectMeasurement) and not (tlv.flags & FLAG_U):
+        if isinstance(tlv, DirectMeasurement):
             flows = self.config.sessions.get(probe.ssid)
             block = block_of(unix_ns_from_ntp(probe.timestamp), self.config.period_ns) - 1
             rx = self._counters.block_packets(flows.forward, block) if flows else None

@@ -89,11 +89,13 @@ class SenderSession:
         """Send one probe; with `block`, it carries the loss counters of that block."""
         tlvs: list[Tlv] = []
         s_txc = None
+        # RFC 8972 section 4: a Session-Sender sends every TLV with U set; the reflector clears
+        # it on the TLVs it recognises.
         if block is not None:
             s_txc = self.counters.block_packets(self.config.forward_flow, block)
-            tlvs.append(DirectMeasurement(s_txc=(s_txc or 0) & MASK32))
+            tlvs.append(DirectMeasurement(s_txc=(s_txc or 0) & MASK32, flags=FLAG_U))
         if self.config.return_segments:
-            tlvs.append(ReturnPath(segments=self.config.return_segments))
+            tlvs.append(ReturnPath(segments=self.config.return_segments, flags=FLAG_U))
         seq = self._seq
         self._seq = (self._seq + 1) & MASK32
         t1 = self.clock()
@@ -118,7 +120,8 @@ class SenderSession:
         while True:
             now = self.clock()
             if now >= next_loss:
-                self._probe(block_of(now, period) - 1)  # it measures delay too
+                # it measures delay too; a delay-only session (no flows) carries no counters
+                self._probe(block_of(now, period) - 1 if self.config.forward_flow else None)
                 # from the clock, not += period: after a stall, no burst for one block
                 next_loss = (block_of(now, period) + 1) * period + offset
                 next_delay = now + interval if interval else None

@@ -213,7 +213,11 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
 
 def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
     where = f"session {_name(s.name, 'session')!r}"
-    missing = {s.forward_flow, s.reverse_flow} - flow_names
+    if bool(s.forward_flow) != bool(s.reverse_flow):
+        raise InvalidArgument(
+            f"{where}: name both monitored flows (loss and delay) or neither (delay only)"
+        )
+    missing = {s.forward_flow, s.reverse_flow} - flow_names - {""}
     if missing:
         raise InvalidArgument(
             f"{where}: no monitored flow named {', '.join(sorted(missing))} on this node"
