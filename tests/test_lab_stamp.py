@@ -191,6 +191,8 @@ def test_get_state_returns_the_stamp_sessions_and_reflector_without_keys(lab):
     assert r3.reflector.enabled and r3.reflector.address == scenario.R3_REFLECTOR_ADDRESS
     assert r3.reflector.hmac_key == b"" and r3.reflector.port == 862
     assert list(r3.reflector.sessions) == list(states["r3"].reflector.sessions)
+    info = scenario.stub(lab, "r3").GetInfo(pb.GetInfoRequest())
+    assert any("unauthenticated" in w for w in info.warnings)  # the scenario's own reflector
 
 
 def test_a_delay_only_session_needs_no_monitored_flow(stamp_lab):

@@ -120,7 +120,7 @@ def test_dscp_mode_needs_no_flowmon_id():
 def test_a_sender_gets_one_return_path():
     path = ReturnPath("fcf0:12::1", ("fc00:0:2::e", "fc00:0:1::d6"))
     sessions = tuple(ReflectorSession(i, "f", "f", (path,)) for i in (1, 2))
-    state = NodeState(flows=(FLOW,), reflector=Reflector(True, sessions=sessions))
+    state = NodeState(flows=(FLOW,), reflector=Reflector(True, "fc00::9", sessions=sessions))
     with pytest.raises(InvalidArgument, match="duplicate return path senders: fcf0:12::1"):
         validation.node_state(state)
 
@@ -131,3 +131,8 @@ def test_a_session_names_both_flows_or_neither():
         validation.node_state(NodeState(flows=(FLOW,), sessions=(half,)))
     delay_only = SenderSession("s", 1, "fc00::1", forward_flow="", reverse_flow="")
     assert validation.node_state(NodeState(sessions=(delay_only,))).sessions == (delay_only,)
+
+
+def test_an_enabled_reflector_listens_on_a_named_address_only():
+    with pytest.raises(InvalidArgument, match="give the address to listen on"):
+        validation.node_state(NodeState(reflector=Reflector(True)))

@@ -85,6 +85,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             counter_width_bits=caps.counter_width_bits,
             safe_window_guard_ns=self._service.guard_ns,
             interfaces=sorted(self._service.interfaces()),
+            warnings=self._service.stamp.warnings(),
         )
 
     def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:

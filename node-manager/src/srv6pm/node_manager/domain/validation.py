@@ -191,20 +191,26 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
             )
         paths = tuple(
             ReturnPath(
-                ipv6_address(r.sender_address, f"{where} session {s.ssid} return path"),
-                segment_list(r.segments, f"{where} session {s.ssid} return path"),
+                ipv6_address(path.sender_address, f"{where} session {s.ssid} return path"),
+                segment_list(path.segments, f"{where} session {s.ssid} return path"),
             )
-            for r in s.return_paths
+            for path in s.return_paths
         )
         sessions.append(
             ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow, paths)
         )
     _unique((str(s.ssid) for s in sessions), "reflector session SSIDs")
     # one /128 route per sender: it cannot take two return paths
-    _unique((r.sender_address for s in sessions for r in s.return_paths), "return path senders")
+    _unique(
+        (path.sender_address for s in sessions for path in s.return_paths), "return path senders"
+    )
+    address = ipv6_address(r.address or "::", where)
+    if r.enabled and ipaddress.IPv6Address(address).is_unspecified:
+        # A reflector answers anyone who reaches it: it listens only where it is told to.
+        raise InvalidArgument(f"{where}: give the address to listen on (not any address)")
     return replace(
         r,
-        address=ipv6_address(r.address or "::", where),
+        address=address,
         port=_port(r.port, where),
         hmac_key=_key(r.hmac_key, where),
         sessions=tuple(sessions),

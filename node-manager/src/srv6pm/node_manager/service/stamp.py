@@ -155,6 +155,8 @@ class StampService:
             },
         )
         self._reflector = self._call(self._start_reflector(config, sock))
+        for warning in self.warnings():
+            log.warning("%s", warning)
         log.info(
             "STAMP reflector on [%s]:%d (%s)",
             spec.address,
@@ -188,6 +190,16 @@ class StampService:
         if session and session not in self._senders:
             raise FailedPrecondition(f"no STAMP session named {session!r} on this node")
         return self._call(collect())
+
+    def warnings(self) -> list[str]:
+        """What an operator should act on (GetInfo)."""
+        spec = self._reflector_spec
+        if spec.enabled and not spec.hmac_key:
+            return [
+                f"the STAMP reflector on [{spec.address}]:{spec.port} is unauthenticated: it "
+                "answers any host that reaches it; give it an HMAC key or filter who can"
+            ]
+        return []
 
     def specs(self) -> tuple[Reflector, tuple[SenderSpec, ...]]:
         """The reflector and sender sessions as last applied, HMAC keys left out: keys are
