@@ -141,6 +141,14 @@ def _code(call) -> tuple[grpc.StatusCode, str]:
             grpc.StatusCode.INVALID_ARGUMENT,
             "unknown value 42",
         ),
+        (  # a valid new policy with a reflector on an address r1 does not have: neither lands
+            lambda s: (
+                s.policies.add(name="x", prefix="fd00:77::/64", segments=["fc00:0:2::e"]),
+                s.reflector.CopyFrom(pb.ReflectorSettings(enabled=True, address="2001:db8::77")),
+            ),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "cannot open a STAMP socket on [2001:db8::77]:862",
+        ),
     ],
 )
 def test_bad_input_is_refused_clearly_and_changes_nothing(lab, marking_mode, mutate, code, message):

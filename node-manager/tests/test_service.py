@@ -13,6 +13,7 @@ from srv6pm.node_manager.domain.model import (
     MarkingMode,
     MonitoredFlow,
     NodeState,
+    Reflector,
     Role,
     SrPolicy,
 )
@@ -158,6 +159,14 @@ def test_changing_the_marking_mode_installs_every_flow_again(node):
     assert (result.flows.added, result.flows.removed, result.flows.unchanged) == (1, 1, 0)
     assert result.marking_changed and driver.mark.mode is MarkingMode.DSCP
     assert [f.name for f in driver.flows()] == ["f"]
+
+
+def test_a_stamp_socket_that_cannot_be_bound_changes_nothing(node):
+    service, driver, _ = node
+    elsewhere = replace(STATE, reflector=Reflector(True, "2001:db8::77"))
+    with pytest.raises(FailedPrecondition, match=r"cannot open a STAMP socket on \[2001:db8::77\]"):
+        service.apply(elsewhere)
+    assert driver.calls == 0 and service.state().reflector == Reflector()
 
 
 def test_unsupported_behaviour_is_a_precondition_and_changes_nothing(node):

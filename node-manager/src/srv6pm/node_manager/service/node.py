@@ -19,7 +19,7 @@ from ..domain.errors import FailedPrecondition, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
 from .snapshots import Count, SnapshotStore
-from .stamp import StampService
+from .stamp import StampPlan, StampService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -121,40 +121,22 @@ class NodeService:
                 flow_add, flow_del, flow_same = list(state.flows), self._driver.flows(), 0
             changed = {a.name for a in flow_add}
             flow_del += [f for f in self._driver.flows() if f.name in changed and f not in flow_del]
-            marking_changed = state.marking != held
+            stamp = self.stamp.prepare(state.reflector, state.sessions, dry_run)
             result = ApplyResult(
                 Changes(len(pol_add), len(pol_del), pol_same),
                 Changes(len(sid_add), len(sid_del), sid_same),
                 Changes(len(flow_add), len(flow_del), flow_same),
-                marking_changed,
+                state.marking != held,
+                stamp.changes,
+                stamp.reflector_changed,
             )
             if dry_run:
-                sessions, reflector_changed = self.stamp.apply(
-                    state.reflector, state.sessions, dry_run=True
-                )
-                return replace(result, sessions=sessions, reflector_changed=reflector_changed)
-            if flow_del:
-                with self._read_lock:
-                    self._driver.update_flows([], flow_del)
-                    self._snapshots.forget([f.name for f in flow_del])
-            self._driver.set_marking(state.marking)
-            for p in pol_del:
-                self._driver.remove_policy(p)
-            for s in sid_del:
-                self._driver.remove_local_sid(s)
-            for s in sid_add:
-                self._driver.add_local_sid(s)
-            for p in pol_add:
-                self._driver.add_policy(p)
-            if flow_add:
-                self._driver.update_flows(flow_add, [])
-                self._snapshots.baseline(
-                    self.blocks.block(self._clock()), [f.name for f in flow_add]
-                )
-            self._sync_local_addresses(state)
-            sessions, reflector_changed = self.stamp.apply(state.reflector, state.sessions)
-            result = replace(result, sessions=sessions, reflector_changed=reflector_changed)
-            self._save_names(state.policies)
+                return result
+            try:
+                self._change(state, stamp, pol_add, pol_del, sid_add, sid_del, flow_add, flow_del)
+            except BaseException:
+                self.stamp.discard(stamp)
+                raise
             log.info(
                 "applied state policies=%s local_sids=%s flows=%s",
                 result.policies,
@@ -162,6 +144,38 @@ class NodeService:
                 result.flows,
             )
             return result
+
+    def _change(
+        self,
+        state: NodeState,
+        stamp: StampPlan,
+        pol_add: list[SrPolicy],
+        pol_del: list[SrPolicy],
+        sid_add: list[LocalSid],
+        sid_del: list[LocalSid],
+        flow_add: list[MonitoredFlow],
+        flow_del: list[MonitoredFlow],
+    ) -> None:
+        """Converge, once nothing can be refused any more (validated, sockets bound)."""
+        if flow_del:
+            with self._read_lock:
+                self._driver.update_flows([], flow_del)
+                self._snapshots.forget([f.name for f in flow_del])
+        self._driver.set_marking(state.marking)
+        for p in pol_del:
+            self._driver.remove_policy(p)
+        for s in sid_del:
+            self._driver.remove_local_sid(s)
+        for s in sid_add:
+            self._driver.add_local_sid(s)
+        for p in pol_add:
+            self._driver.add_policy(p)
+        if flow_add:
+            self._driver.update_flows(flow_add, [])
+            self._snapshots.baseline(self.blocks.block(self._clock()), [f.name for f in flow_add])
+        self._sync_local_addresses(state)
+        self.stamp.commit(stamp)
+        self._save_names(state.policies)
 
     @staticmethod
     def _probe_policies(state: NodeState) -> tuple[SrPolicy, ...]:

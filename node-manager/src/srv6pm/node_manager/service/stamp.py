@@ -14,7 +14,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from srv6pm.twamp.counters import BlockCounters
@@ -32,6 +32,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RESULTS_PER_SESSION = 256
 InNetns = Callable[[Callable[[], socket.socket]], socket.socket]
+
+
+@dataclass
+class StampPlan:
+    """Changes to the STAMP sessions and reflector, with the sockets they need."""
+
+    changes: Changes
+    reflector: Reflector
+    reflector_changed: bool
+    stale: list[str]
+    new: list[tuple[SenderSpec, socket.socket]] = field(default_factory=list)
+    reflector_socket: socket.socket | None = None
 
 
 @dataclass
@@ -74,24 +86,55 @@ class StampService:
 
     # ---- reconcile ---------------------------------------------------------------------------
 
-    def apply(
+    def prepare(
         self, reflector: Reflector, sessions: tuple[SenderSpec, ...], dry_run: bool = False
-    ) -> tuple[Changes, bool]:
+    ) -> StampPlan:
+        """What applying these sessions and reflector changes. Unless `dry_run`, the sockets
+        they need are opened now, before the node changes anything: a socket that cannot be
+        bound is FailedPrecondition with nothing changed (ApplyState is all or nothing)."""
         wanted = {s.name: s for s in sessions}
         stale = [n for n, r in self._senders.items() if wanted.get(n) != r.spec]
         new = [s for n, s in wanted.items() if n not in self._senders or n in stale]
-        reflector_changed = reflector != self._reflector_spec
-        changes = Changes(len(new), len(stale), len(wanted) - len(new))
+        plan = StampPlan(
+            Changes(len(new), len(stale), len(wanted) - len(new)),
+            reflector,
+            reflector != self._reflector_spec,
+            stale,
+        )
         if dry_run:
-            return changes, reflector_changed
-        for name in stale:
+            return plan
+        running = self._reflector_spec
+        same_socket = running.enabled and (running.address, running.port) == (
+            reflector.address,
+            reflector.port,
+        )
+        try:
+            plan.new = [(spec, self._socket(spec.source_address or "::", 0)) for spec in new]
+            if reflector.enabled and not same_socket:
+                plan.reflector_socket = self._socket(reflector.address, reflector.port)
+        except FailedPrecondition:
+            self.discard(plan)
+            raise
+        return plan
+
+    def discard(self, plan: StampPlan) -> None:
+        """Close the sockets of a plan that will not be committed."""
+        for _, sock in plan.new:
+            sock.close()
+        if plan.reflector_socket:
+            plan.reflector_socket.close()
+        plan.new, plan.reflector_socket = [], None
+
+    def commit(self, plan: StampPlan) -> None:
+        """Apply a prepared plan; its sockets pass to the sessions as they start."""
+        for name in plan.stale:
             self._call(self._stop_sender(self._senders.pop(name)))
-        for spec in new:
-            sock = self._socket(spec.source_address or "::", 0)
+        while plan.new:
+            spec, sock = plan.new.pop(0)
             self._senders[spec.name] = self._call(self._start_sender(spec, sock))
-        if reflector_changed:
-            self._apply_reflector(reflector)
-        return changes, reflector_changed
+        if plan.reflector_changed:
+            listening, plan.reflector_socket = plan.reflector_socket, None
+            self._apply_reflector(plan.reflector, listening)
 
     async def _start_sender(self, spec: SenderSpec, sock: socket.socket) -> _Running:
         config = SenderConfig(
@@ -131,15 +174,15 @@ class StampService:
         running.task.cancel()
         running.endpoint.close()
 
-    def _apply_reflector(self, spec: Reflector) -> None:
-        if self._reflector:
-            _, endpoint = self._reflector
-            self._call(self._close(endpoint))
-            self._reflector = None
+    def _apply_reflector(self, spec: Reflector, sock: socket.socket | None) -> None:
+        """The reflector as `spec` says: on `sock` when given, else (same address and port)
+        on the running one's socket, with the new settings."""
         self._reflector_spec = spec
+        if self._reflector and (sock or not spec.enabled):
+            self._call(self._close(self._reflector[1]))
+            self._reflector = None
         if not spec.enabled:
             return
-        sock = self._socket(spec.address, spec.port)
         config = ReflectorConfig(
             stateful=spec.stateful,
             key=spec.hmac_key or None,
@@ -154,7 +197,10 @@ class StampService:
                 for s in spec.sessions
             },
         )
-        self._reflector = self._call(self._start_reflector(config, sock))
+        if sock:
+            self._reflector = self._call(self._start_reflector(config, sock))
+        elif self._reflector:
+            self._reflector[0].config = config  # read per packet: the next probe sees it
         for warning in self.warnings():
             log.warning("%s", warning)
         log.info(
