@@ -122,11 +122,11 @@ def test_altmark_is_inserted_before_the_srh_and_the_packet_counted_once(programs
     assert stats == {"counted": 1}
 
 
-@pytest.mark.parametrize("tc", [0x00, 0xB8, 0x04, 0x0B])  # BE, EF, DSCP 1, ECN bits set
-def test_altmark_mode_never_changes_the_traffic_class(programs, tc):
+@pytest.mark.parametrize("tclass", [0x00, 0xB8, 0x04, 0x0B])  # BE, EF, DSCP 1, ECN bits set
+def test_altmark_mode_never_changes_the_traffic_class(programs, tclass):
     programs.configure(Marking(), [flow()])
-    run = programs.run("srv6pm_mark", bytes(encap(srh(), tc=tc)))
-    assert Ether(run.packet)[IPv6].tc == tc
+    run = programs.run("srv6pm_mark", bytes(encap(srh(), tc=tclass)))
+    assert Ether(run.packet)[IPv6].tc == tclass
 
 
 def test_a_hop_by_hop_header_stays_first_and_altmark_follows_it(programs):
