@@ -173,12 +173,17 @@ static __always_inline __u64 wire_segs(const struct __sk_buff *skb)
 	return skb->gso_size && skb->gso_segs ? skb->gso_segs : 1;
 }
 
-static __always_inline void stat(struct __sk_buff *skb, __u32 reason)
+static __always_inline void add_stat(__u32 reason, __u64 packets)
 {
 	__u64 *v = bpf_map_lookup_elem(&srv6pm_stats, &reason);
 
 	if (v)
-		*v += wire_segs(skb);
+		*v += packets;
+}
+
+static __always_inline void stat(struct __sk_buff *skb, __u32 reason)
+{
+	add_stat(reason, wire_segs(skb));
 }
 
 static __always_inline int is_ext_header(__u8 proto)
@@ -392,10 +397,7 @@ static __always_inline void count(struct __sk_buff *skb, __u32 hdr, __u32 index)
 		c->packets += segs;
 		c->bytes += bytes;
 	}
-	__u32 counted = REASON_COUNTED;
-	__u64 *v = bpf_map_lookup_elem(&srv6pm_stats, &counted);
-	if (v)
-		*v += segs;
+	add_stat(REASON_COUNTED, segs);
 }
 
 /* ---- flows by SID list ----------------------------------------------------------------------- */

@@ -111,16 +111,17 @@ class NodeService:
             sid_add, sid_del, sid_same = _diff(
                 state.local_sids, self._driver.local_sids(), _sid_key, _same_sid
             )
+            installed = self._driver.flows()
             flow_add, flow_del, flow_same = _diff(
-                state.flows, self._driver.flows(), lambda f: f.name, lambda a, b: a == b
+                state.flows, installed, lambda f: f.name, lambda a, b: a == b
             )
             # A changed flow is removed and added again: its counters start from zero. So is
             # every flow when the marking mode changes: the data plane finds them differently.
             held = self._driver.marking()
             if state.marking.mode != held.mode:
-                flow_add, flow_del, flow_same = list(state.flows), self._driver.flows(), 0
+                flow_add, flow_del, flow_same = list(state.flows), list(installed), 0
             changed = {a.name for a in flow_add}
-            flow_del += [f for f in self._driver.flows() if f.name in changed and f not in flow_del]
+            flow_del += [f for f in installed if f.name in changed and f not in flow_del]
             stamp = self.stamp.prepare(state.reflector, state.sessions, dry_run)
             result = ApplyResult(
                 Changes(len(pol_add), len(pol_del), pol_same),
