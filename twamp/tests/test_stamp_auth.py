@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from srv6pm.twamp import codec
+from srv6pm.twamp import auth, codec
 from srv6pm.twamp.codec import AuthenticationFailed
 
 Decode = Callable[..., Any]
@@ -83,11 +83,50 @@ def test_zero_padding_after_the_hmac_tlv_is_fine() -> None:
     assert codec.decode_sender(wire, KEY).pad_to == 300
 
 
-def test_mark_mode_sets_I_instead_of_raising() -> None:
+def test_mark_mode_reports_the_failure_instead_of_raising() -> None:
     wire = bytearray(codec.encode_sender(SENDER, KEY))
     wire[112 + 4] ^= 0xFF  # first octet of the Direct Measurement value
     packet = codec.decode_sender(bytes(wire), KEY, tlv_integrity="mark")
-    assert all(t.flags & codec.FLAG_I for t in packet.tlvs)
+    assert packet.integrity_failed
+    assert packet.tlvs[1:3] == TLVS[1:]  # as received: nothing to act on, everything to return
+    reflected = codec.reflect_tlvs(packet.tlvs, packet.integrity_failed)
+    # RFC 8972 4.8: every TLV comes back with I (U still marks the one it does not know).
+    assert [t.flags for t in reflected] == [codec.FLAG_I] * 2 + [codec.FLAG_I | codec.FLAG_U] + [
+        codec.FLAG_I
+    ]
+
+
+PADDING = codec.ExtraPadding(12)
+
+
+def test_extra_padding_after_the_hmac_tlv_is_not_covered() -> None:
+    # RFC 8972 4.8: the HMAC TLV follows every TLV except Extra Padding.
+    wire = codec.encode_sender(
+        dataclasses.replace(SENDER, tlvs=(*TLVS, codec.Hmac(), PADDING)), KEY
+    )
+    assert wire[-16:-12] == bytes.fromhex("00 01 000c")  # the padding stayed after the HMAC TLV
+    bad = bytearray(wire)
+    bad[-1] = 0xEE  # padding content: no HMAC covers it
+    packet = codec.decode_sender(bytes(bad), KEY)
+    assert not packet.integrity_failed
+    assert isinstance(packet.tlvs[-2], codec.Hmac) and packet.tlvs[-1] == PADDING
+
+
+def test_extra_padding_alone_needs_no_hmac_tlv() -> None:
+    base = codec.encode_sender(dataclasses.replace(SENDER, tlvs=()), KEY)
+    packet = codec.decode_sender(base + codec.encode_tlv(PADDING), KEY)
+    assert packet.tlvs == (PADDING,) and not packet.integrity_failed
+
+
+def test_misplaced_hmac_tlv_is_an_integrity_failure() -> None:
+    # An HMAC TLV followed by anything but Extra Padding is out of place (RFC 8972 4.8), even
+    # when its digest is right for what precedes it.
+    base = codec.encode_sender(dataclasses.replace(SENDER, tlvs=()), KEY)
+    mac = codec.Hmac(auth.digest(KEY, base[:4]))  # right for the (no) TLVs before it
+    wire = base + codec.encode_tlv(mac) + codec.encode_tlv(TLVS[1])
+    assert codec.decode_sender(wire, KEY, tlv_integrity="mark").integrity_failed
+    with pytest.raises(AuthenticationFailed):
+        codec.decode_sender(wire, KEY)
 
 
 def test_mark_mode_still_raises_on_a_bad_base_hmac() -> None:

@@ -33,10 +33,11 @@ def _without_hmac(tlvs: tuple[codec.Tlv, ...]) -> tuple[codec.Tlv, ...]:
 def test_authenticated_sender_round_trip(p: codec.SenderPacket) -> None:
     got = codec.decode_sender(codec.encode_sender(p, KEY), KEY)
     assert dataclasses.replace(got, tlvs=()) == dataclasses.replace(p, tlvs=())
-    # The HMAC TLV moves to the end (it must be last); everything else keeps its order.
+    # The HMAC TLV goes after every TLV but trailing Extra Padding; the rest keep their order.
     assert _without_hmac(got.tlvs) == _without_hmac(p.tlvs)
     if p.tlvs:
-        assert isinstance(got.tlvs[-1], codec.Hmac)
+        at = next(i for i, t in enumerate(got.tlvs) if isinstance(t, codec.Hmac))
+        assert all(isinstance(t, codec.ExtraPadding) for t in got.tlvs[at + 1 :])
 
 
 @given(reflector)

@@ -3,6 +3,7 @@ RFC 9503 4), independent of the encoder: each is checked both ways (encode and d
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 
@@ -216,11 +217,22 @@ def test_twamp_light_reflector_packet_decodes() -> None:
     assert codec.decode_reflector(wire) == REFLECTOR
 
 
+def test_twamp_light_replies_cut_short_keep_every_timestamp() -> None:
+    # Responders that stop after the last field they fill (38 octets: no MBZ, no TTL) or after
+    # the Sender Timestamp (36): what is missing is unknown (None), not malformed.
+    assert codec.decode_reflector(REFLECTOR_BYTES[:38]) == dataclasses.replace(
+        REFLECTOR, sender_ttl=None
+    )
+    assert codec.decode_reflector(REFLECTOR_BYTES[:36]) == dataclasses.replace(
+        REFLECTOR, sender_ttl=None, sender_error_estimate=None
+    )
+
+
 def test_too_short_is_malformed() -> None:
     with pytest.raises(codec.MalformedPacket):
         codec.decode_sender(bytes(13))
     with pytest.raises(codec.MalformedPacket):
-        codec.decode_reflector(bytes(40))
+        codec.decode_reflector(bytes(35))
     with pytest.raises(codec.MalformedPacket):
         codec.decode_sender(bytes(111), KEY)
     with pytest.raises(codec.MalformedPacket):

@@ -22,17 +22,22 @@ Layouts (octet offsets; unauthenticated base 44 octets, authenticated base 112):
     Sequence 48-51, MBZ 52-63, Sender Timestamp 64-71, Sender Error Estimate 72-73, MBZ 74-79,
     Sender TTL 80, MBZ 81-95, HMAC 96-111.
 
-TLVs follow the base. In authenticated mode a packet with TLVs ends them with an HMAC TLV over
-the Sequence Number and the TLVs before it (RFC 8972 section 4.8); `encode_*` adds it.
+TLVs follow the base. In authenticated mode a packet with TLVs carries an HMAC TLV after every
+TLV but Extra Padding, over the Sequence Number and the TLVs before it (RFC 8972 section 4.8);
+`encode_*` adds it. Extra Padding after the HMAC TLV is not covered; an HMAC TLV anywhere else,
+or missing when TLVs other than Extra Padding are present, fails the check.
 
 Timestamps and Error Estimates are carried raw (64-bit / 16-bit wire values): converting them is
 the caller's choice (see `timestamps` and `error_estimate`), and raw values round-trip exactly.
 
 TWAMP-Light (RFC 5357 Appendix I) interoperates with the unauthenticated layouts: a TWAMP-Light
 Session-Sender packet is Sequence Number, Timestamp, Error Estimate and Packet Padding (14 octets
-and more, usually 41), its reflector packet the same 41 octets as STAMP's less the last 3 MBZ.
-`decode_sender` therefore accepts unauthenticated packets from 14 octets (SSID 0 when absent,
-octets 16-43 ignored) and `decode_reflector` from 41; zero Packet Padding reads as MBZ, not TLVs.
+and more, usually 41), its reflector packet the same 41 octets as STAMP's less the last 3 MBZ,
+and some responders cut it after the last field they fill. `decode_sender` therefore accepts
+unauthenticated packets from 14 octets (SSID 0 when absent, octets 16-43 ignored) and
+`decode_reflector` from 36, the last octet of the Session-Sender Timestamp: every timestamp is
+there; the Sender Error Estimate (octets 36-37) and TTL (40) are None when cut off. Zero Packet
+Padding reads as MBZ, not TLVs.
 TWAMP's own authenticated/encrypted modes (keys from TWAMP-Control) are a different layout and
 are not supported.
 
@@ -44,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from . import auth
 from .errors import AuthenticationFailed, MalformedPacket, StampError
@@ -115,16 +120,17 @@ __all__ = [
 UNAUTH_BASE_LEN: Final = 44
 AUTH_BASE_LEN: Final = 112
 TWAMP_LIGHT_SENDER_MIN_LEN: Final = 14
-TWAMP_LIGHT_REFLECTOR_MIN_LEN: Final = 41
+TWAMP_LIGHT_REFLECTOR_MIN_LEN: Final = 36
 _HMAC_AT: Final = AUTH_BASE_LEN - HMAC_LEN  # 96: the base HMAC covers octets 0-95
-_HMAC_TLV_LEN: Final = 4 + HMAC_LEN
+_TLV_LEN = struct.Struct(">H")
 
 _SENDER = struct.Struct(">IQHH28x")
 _SENDER_16 = struct.Struct(">IQHH")  # TWAMP-Light sender with >= 2 octets of padding
 _SENDER_14 = struct.Struct(">IQH")  # TWAMP-Light sender, bare
 _SENDER_AUTH = struct.Struct(">I12xQHH68x")
 _REFLECTOR = struct.Struct(">IQHHQIQH2xB3x")
-_REFLECTOR_41 = struct.Struct(">IQHHQIQH2xB")  # TWAMP-Light reflector without STAMP's last MBZ
+_REFLECTOR_36 = struct.Struct(">IQHHQIQ")  # TWAMP-Light reflector: every timestamp, no more
+_U16 = struct.Struct(">H")
 _REFLECTOR_AUTH = struct.Struct(">I12xQHH4xQ8xI12xQH6xB15x")
 
 TlvIntegrity = Literal["raise", "mark"]
@@ -137,6 +143,8 @@ class SenderPacket:
     timestamp: raw 64-bit T1 (NTP or PTP per the Z bit of error_estimate); error_estimate: raw 16
     bits; pad_to: total length wanted, zero-filled after the TLVs (decode sets it to the packet
     length when the packet ended in zero padding, so decode -> encode gives the same octets).
+    integrity_failed: decoded with tlv_integrity="mark", the HMAC TLV check failed (the TLVs
+    are as received and must not be acted on).
     """
 
     seq: int
@@ -145,13 +153,16 @@ class SenderPacket:
     ssid: int
     tlvs: tuple[Tlv, ...] = ()
     pad_to: int = 0
+    integrity_failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ReflectorPacket:
     """A Session-Reflector test packet: its own seq/T3/Error Estimate, T2, and the sender's fields.
 
-    pad_to works as in SenderPacket: a reflector passes len(received) to answer with the same size.
+    pad_to and integrity_failed work as in SenderPacket: a reflector passes len(received) to
+    answer with the same size. sender_error_estimate and sender_ttl are None in a TWAMP-Light
+    reply cut short before them (encoded as 0).
     """
 
     seq: int
@@ -161,10 +172,11 @@ class ReflectorPacket:
     receive_timestamp: int
     sender_seq: int
     sender_timestamp: int
-    sender_error_estimate: int
-    sender_ttl: int
+    sender_error_estimate: int | None
+    sender_ttl: int | None
     tlvs: tuple[Tlv, ...] = ()
     pad_to: int = 0
+    integrity_failed: bool = False
 
 
 Buffer = bytes | bytearray | memoryview
@@ -176,20 +188,18 @@ Buffer = bytes | bytearray | memoryview
 def _tlv_block(seq_octets: bytes, tlvs: tuple[Tlv, ...], key: bytes | None) -> bytes:
     if key is None:
         return encode_tlvs(tlvs)
-    # Authenticated: any HMAC TLV given is replaced by a fresh one at the end (it must be last and
-    # cover the TLVs before it); its flags are kept, so a reflector can return I.
-    hmac_flags: int | None = None
-    body: list[Tlv] = []
-    for tlv in tlvs:
-        if isinstance(tlv, Hmac):
-            hmac_flags = tlv.flags
-        else:
-            body.append(tlv)
-    if not body and hmac_flags is None:
-        return b""
-    octets = encode_tlvs(tuple(body))
-    mac = Hmac(auth.digest(key, seq_octets, octets), hmac_flags or 0)
-    return octets + encode_tlv(mac)
+    # Authenticated: a fresh HMAC TLV over what precedes it goes after every TLV but the Extra
+    # Padding given after it, which stays there uncovered (RFC 8972 section 4.8); its flags are
+    # kept, so a reflector can return I.
+    given = next((i for i, t in enumerate(tlvs) if isinstance(t, Hmac)), None)
+    rest = tuple(t for t in tlvs if not isinstance(t, Hmac))
+    at = len(rest)
+    if given is not None and all(isinstance(t, ExtraPadding) for t in tlvs[given + 1 :]):
+        at = given
+    covered, after = encode_tlvs(rest[:at]), encode_tlvs(rest[at:])
+    flags = tlvs[given].flags if given is not None else 0
+    mac = Hmac(auth.digest(key, seq_octets, covered), flags)
+    return covered + encode_tlv(mac) + after
 
 
 def _finish(base: bytes, tlvs: tuple[Tlv, ...], pad_to: int, key: bytes | None) -> bytes:
@@ -227,8 +237,8 @@ def encode_reflector(p: ReflectorPacket, key: bytes | None = None) -> bytes:
         p.receive_timestamp,
         p.sender_seq,
         p.sender_timestamp,
-        p.sender_error_estimate,
-        p.sender_ttl,
+        p.sender_error_estimate or 0,
+        p.sender_ttl or 0,
     )
     try:
         if key is None:
@@ -244,30 +254,45 @@ def encode_reflector(p: ReflectorPacket, key: bytes | None = None) -> bytes:
 # ---------------------------------------------------------------------------------- decoding
 
 
-def _set_flag(tlv: Tlv, flag: int) -> Tlv:
-    return dataclasses.replace(tlv, flags=tlv.flags | flag)
+def _with_flags(tlv: Tlv, flags: int) -> Tlv:
+    return dataclasses.replace(tlv, flags=flags)
+
+
+def _hmac_covered_end(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> int | None:
+    """Where the octets the HMAC TLV covers end (its own offset), or None if it is missing where
+    RFC 8972 section 4.8 wants it: after every TLV but Extra Padding, once."""
+    at = next((i for i, t in enumerate(tlvs) if isinstance(t, Hmac)), None)
+    if at is None or not all(isinstance(t, ExtraPadding) for t in tlvs[at + 1 :]):
+        return None
+    pos = start
+    for _ in range(at):  # TLVs before a well-formed HMAC TLV are framed by their Length
+        pos += 4 + _TLV_LEN.unpack_from(buf, pos + 2)[0]
+    return pos
 
 
 def _read_tlvs(
     buf: bytes, start: int, key: bytes | None, integrity: TlvIntegrity
-) -> tuple[tuple[Tlv, ...], int]:
-    """TLVs from `start` and the packet's pad_to; checks the HMAC TLV in authenticated mode."""
+) -> tuple[tuple[Tlv, ...], int, bool]:
+    """TLVs from `start`, the packet's pad_to, and whether the HMAC TLV check failed (always
+    False unauthenticated; "raise" raises instead)."""
     n = len(buf)
     if start >= n:
-        return (), 0
+        return (), 0, False
     tlvs, pad_at = decode_tlvs(buf, start)
-    if key is not None and tlvs:
-        last = tlvs[-1]
-        # The HMAC TLV must be the last TLV (a well-formed one ends exactly where padding starts)
-        # and covers the Sequence Number plus every TLV before it.
-        ok = isinstance(last, Hmac) and auth.verify(
-            key, last.digest, buf[:4], buf[start : pad_at - _HMAC_TLV_LEN]
-        )
-        if not ok:
-            if integrity == "raise":
-                raise AuthenticationFailed("HMAC TLV missing, not last, or not matching")
-            tlvs = tuple(_set_flag(t, FLAG_I) for t in tlvs)
-    return tlvs, (n if pad_at < n else 0)
+    pad_to = n if pad_at < n else 0
+    if key is None or all(isinstance(t, ExtraPadding) for t in tlvs):
+        return tlvs, pad_to, False  # Extra Padding alone needs no HMAC TLV
+    end = _hmac_covered_end(buf, start, tlvs)
+    mac = next((t for t in tlvs if isinstance(t, Hmac)), None)
+    if (
+        end is not None
+        and mac is not None
+        and auth.verify(key, mac.digest, buf[:4], buf[start:end])
+    ):
+        return tlvs, pad_to, False
+    if integrity == "raise":
+        raise AuthenticationFailed("HMAC TLV missing, misplaced, or not matching")
+    return tlvs, pad_to, True
 
 
 def _as_bytes(data: Buffer) -> bytes:
@@ -279,16 +304,17 @@ def decode_sender(
 ) -> SenderPacket:
     """Parse a Session-Sender packet (TWAMP-Light ones too, when unauthenticated).
 
-    Authenticated (`key` given): AuthenticationFailed if the base HMAC does not verify, or if TLVs
-    are present and the HMAC TLV is missing or wrong; with tlv_integrity="mark" the latter instead
-    returns the TLVs with the I flag set (what a reflector reports back, RFC 8972 4.8).
+    Authenticated (`key` given): AuthenticationFailed if the base HMAC does not verify, or if
+    TLVs are present and the HMAC TLV is missing, misplaced or wrong; with tlv_integrity="mark"
+    the latter instead returns the packet with integrity_failed set (a reflector reflects its
+    TLVs with I, RFC 8972 section 4.8).
     """
     buf = _as_bytes(data)
     n = len(buf)
     if key is None:
         if n >= UNAUTH_BASE_LEN:
             seq, ts, ee, ssid = _SENDER.unpack_from(buf)
-            tlvs, pad_to = _read_tlvs(buf, UNAUTH_BASE_LEN, None, tlv_integrity)
+            tlvs, pad_to, _ = _read_tlvs(buf, UNAUTH_BASE_LEN, None, tlv_integrity)
             return SenderPacket(seq, ts, ee, ssid, tlvs, pad_to)
         if n >= 16:
             seq, ts, ee, ssid = _SENDER_16.unpack_from(buf)
@@ -303,54 +329,69 @@ def decode_sender(
     if not auth.verify(key, buf[_HMAC_AT:AUTH_BASE_LEN], buf[:_HMAC_AT]):
         raise AuthenticationFailed("base packet HMAC does not match")
     seq, ts, ee, ssid = _SENDER_AUTH.unpack_from(buf)
-    tlvs, pad_to = _read_tlvs(buf, AUTH_BASE_LEN, key, tlv_integrity)
-    return SenderPacket(seq, ts, ee, ssid, tlvs, pad_to)
+    tlvs, pad_to, failed = _read_tlvs(buf, AUTH_BASE_LEN, key, tlv_integrity)
+    return SenderPacket(seq, ts, ee, ssid, tlvs, pad_to, failed)
+
+
+def _reflector_packet(
+    f: tuple[Any, ...], tlvs: tuple[Tlv, ...] = (), pad_to: int = 0, failed: bool = False
+) -> ReflectorPacket:
+    return ReflectorPacket(
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], tlvs, pad_to, failed
+    )
 
 
 def decode_reflector(
     data: Buffer, key: bytes | None = None, *, tlv_integrity: TlvIntegrity = "raise"
 ) -> ReflectorPacket:
-    """Parse a Session-Reflector packet (TWAMP-Light ones too, from 41 octets, unauthenticated)."""
+    """Parse a Session-Reflector packet (TWAMP-Light ones too, from 36 octets, unauthenticated).
+
+    `key` and `tlv_integrity` work as in decode_sender.
+    """
     buf = _as_bytes(data)
     n = len(buf)
     if key is None:
         if n >= UNAUTH_BASE_LEN:
             f = _REFLECTOR.unpack_from(buf)
-            tlvs, pad_to = _read_tlvs(buf, UNAUTH_BASE_LEN, None, tlv_integrity)
-        elif n >= TWAMP_LIGHT_REFLECTOR_MIN_LEN:
-            f = _REFLECTOR_41.unpack_from(buf)
-            tlvs, pad_to = (), 0
-        else:
-            raise MalformedPacket(f"{n} octets: shorter than a Session-Reflector packet (41)")
-        return ReflectorPacket(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], tlvs, pad_to)
+            tlvs, pad_to, _ = _read_tlvs(buf, UNAUTH_BASE_LEN, None, tlv_integrity)
+            return _reflector_packet(f, tlvs, pad_to)
+        if n < TWAMP_LIGHT_REFLECTOR_MIN_LEN:
+            raise MalformedPacket(f"{n} octets: shorter than a Session-Reflector packet (36)")
+        sender_ee = _U16.unpack_from(buf, 36)[0] if n >= 38 else None
+        sender_ttl = buf[40] if n >= 41 else None
+        return _reflector_packet((*_REFLECTOR_36.unpack_from(buf), sender_ee, sender_ttl))
     if n < AUTH_BASE_LEN:
         raise MalformedPacket(f"{n} octets: shorter than an authenticated packet (112)")
     if not auth.verify(key, buf[_HMAC_AT:AUTH_BASE_LEN], buf[:_HMAC_AT]):
         raise AuthenticationFailed("base packet HMAC does not match")
     f = _REFLECTOR_AUTH.unpack_from(buf)
-    tlvs, pad_to = _read_tlvs(buf, AUTH_BASE_LEN, key, tlv_integrity)
-    return ReflectorPacket(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], tlvs, pad_to)
+    tlvs, pad_to, failed = _read_tlvs(buf, AUTH_BASE_LEN, key, tlv_integrity)
+    return _reflector_packet(f, tlvs, pad_to, failed)
 
 
 # ---------------------------------------------------------------------------------- reflecting
 
 
-def reflect_tlvs(tlvs: tuple[Tlv, ...]) -> tuple[Tlv, ...]:
-    """The TLVs a Session-Reflector returns for the sender's (RFC 8972 section 4).
+def reflect_tlvs(tlvs: tuple[Tlv, ...], integrity_failed: bool = False) -> tuple[Tlv, ...]:
+    """The TLVs a Session-Reflector returns for the sender's, flags as RFC 8972 section 4 says.
 
-    The Session-Sender sends every TLV with U set; a reflector that recognises a TLV clears U
-    (the caller then fills Direct Measurement, Class of Service, Location, ... with
-    dataclasses.replace). Unknown ones come back with U set, malformed ones with M set, raw
-    octets unchanged, so the reply keeps the sender's size.
+    The reflector sets U, M and I itself (reserved flag bits go out as zero): U on a TLV it does
+    not know, M on a malformed one, and U on every TLV after a malformed one, whose processing
+    stops there (the HMAC TLV excepted: it is still checked); I on every TLV when the HMAC TLV
+    check failed. A recognised TLV has no flag set: the caller fills Direct Measurement, Class
+    of Service, ... with dataclasses.replace, and may set U on one it cannot honour. Raw octets
+    are kept, so the reply keeps the sender's size.
     """
     out: list[Tlv] = []
+    stopped = False
     for tlv in tlvs:
-        if isinstance(tlv, UnknownTlv):
-            out.append(_set_flag(tlv, FLAG_U))
+        if (stopped and not isinstance(tlv, Hmac)) or isinstance(tlv, UnknownTlv):
+            flags = FLAG_U
         elif isinstance(tlv, MalformedTlv):
-            out.append(_set_flag(tlv, FLAG_M))
+            flags, stopped = FLAG_M, True
         else:
-            out.append(dataclasses.replace(tlv, flags=tlv.flags & ~FLAG_U))
+            flags = 0
+        out.append(_with_flags(tlv, flags | (FLAG_I if integrity_failed else 0)))
     return tuple(out)
 
 
@@ -379,6 +420,6 @@ def make_reflection(
         sender.timestamp,
         sender.error_estimate,
         sender_ttl,
-        reflect_tlvs(sender.tlvs) if tlvs is None else tlvs,
+        reflect_tlvs(sender.tlvs, sender.integrity_failed) if tlvs is None else tlvs,
         pad_to,
     )

@@ -43,8 +43,18 @@ class DelayResult:
 
 
 class ResultStore:
-    """The last `capacity` results of each kind (bounded memory per session)."""
+    """The last `capacity` results of each kind (bounded memory per session); `evicted` counts
+    the older ones pushed out unread."""
 
     def __init__(self, capacity: int = 1024) -> None:
         self.loss: deque[LossResult] = deque(maxlen=capacity)
         self.delay: deque[DelayResult] = deque(maxlen=capacity)
+        self.evicted = 0
+
+    def add_loss(self, result: LossResult) -> None:
+        self.evicted += len(self.loss) == self.loss.maxlen
+        self.loss.append(result)
+
+    def add_delay(self, result: DelayResult) -> None:
+        self.evicted += len(self.delay) == self.delay.maxlen
+        self.delay.append(result)

@@ -23,7 +23,7 @@ from .errors import AuthenticationFailed, StampError
 from .maths import block_of, two_way_delay_ns
 from .results import DelayResult, DirectionLoss, LossResult, ResultStore
 from .timestamps import ntp_from_unix_ns, unix_ns_from_ntp
-from .tlv import FLAG_U, DirectMeasurement, ReturnPath, Tlv
+from .tlv import FLAG_I, FLAG_M, FLAG_U, DirectMeasurement, ReturnPath, Tlv
 from .transport import Datagram
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class SenderStats:
     malformed: int = 0
     auth_failures: int = 0
     unmatched: int = 0
+    results_evicted: int = 0  # filled from the session's ResultStore when read
 
 
 @dataclass
@@ -136,28 +137,31 @@ class SenderSession:
 
     def handle(self, datagram: Datagram) -> None:
         try:
-            reply = codec.decode_reflector(datagram.data, self.config.key)
+            # A reply whose base verifies but whose HMAC TLV does not still gives delay.
+            reply = codec.decode_reflector(datagram.data, self.config.key, tlv_integrity="mark")
         except AuthenticationFailed:
             self.stats.auth_failures += 1
             return
         except StampError:
             self.stats.malformed += 1
             return
-        pending = self._pending.pop(reply.sender_seq, None)
-        if pending is None or reply.ssid != self.config.ssid:
+        pending = self._pending.get(reply.sender_seq)
+        # SSID 0: a reflector without SSID support (TWAMP-Light) leaves those octets zero.
+        if pending is None or reply.ssid not in (self.config.ssid, 0):
             self.stats.unmatched += 1  # late (already counted lost), duplicated or foreign
             return
+        del self._pending[reply.sender_seq]
         self.stats.received += 1
         self._record_delay(reply, datagram.received_ns, pending)
         if pending.block is not None:
-            self.results.loss.append(self._loss(reply, pending))
+            self.results.add_loss(self._loss(reply, pending))
 
     def _record_delay(self, reply: codec.ReflectorPacket, t4: int, pending: _Pending) -> None:
         t1 = pending.sent_ns
         t2 = unix_ns_from_ntp(reply.receive_timestamp)
         t3 = unix_ns_from_ntp(reply.timestamp)
         synced = is_synchronised(reply.error_estimate) and self.config.clock_synchronised
-        self.results.delay.append(
+        self.results.add_delay(
             DelayResult(
                 session=self.config.name,
                 seq=reply.sender_seq,
@@ -174,8 +178,14 @@ class SenderSession:
         dm = next((t for t in reply.tlvs if isinstance(t, DirectMeasurement)), None)
         rx_reverse = self.counters.block_packets(self.config.reverse_flow, block)
         reason = ""
-        if dm is None:
-            reason = "reflector returned no Direct Measurement TLV"
+        if reply.integrity_failed:
+            reason = "reply's HMAC TLV did not verify: its counters cannot be trusted"
+        elif dm is None:
+            reason = "reflector returned no Direct Measurement TLV (TWAMP-Light or no TLV support)"
+        elif dm.flags & FLAG_I:
+            reason = "reflector found the probe's HMAC TLV wrong (check both ends' keys)"
+        elif dm.flags & FLAG_M:
+            reason = "reflector found the Direct Measurement TLV malformed"
         elif dm.flags & FLAG_U:
             reason = "reflector counters unavailable"
         elif pending.s_txc is None or rx_reverse is None:
@@ -199,6 +209,6 @@ class SenderSession:
                 del self._pending[seq]
                 self.stats.lost += 1
                 if pending.block is not None:
-                    self.results.loss.append(
+                    self.results.add_loss(
                         LossResult(self.config.name, pending.block, None, None, False, "probe lost")
                     )

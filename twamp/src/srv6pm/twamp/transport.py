@@ -2,9 +2,11 @@
 are taken as the packet arrives, so they must come from the kernel, not from the reader).
 
 The socket asks for SO_TIMESTAMPNS (receive time, CLOCK_REALTIME, nanoseconds), the hop limit
-(the reflector reports the sender's TTL, RFC 8762 section 4.3.1) and the Traffic Class (the
-Class of Service TLV reports the DSCP received, RFC 8972 section 5.2). Transmit timestamps are
-taken immediately before sendto(), as late as userspace can.
+(the reflector reports the sender's TTL, RFC 8762 section 4.3.1), the Traffic Class (the
+Class of Service TLV reports the DSCP and ECN received, RFC 8972 section 4.4) and the packet
+info (the address the probe was sent to and the interface it came in on, RFC 9503 sections 3
+and 4.1.1). A reply can be sent with its own Traffic Class and pinned to an interface.
+Transmit timestamps are taken immediately before sendmsg(), as late as userspace can.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ SO_TIMESTAMPNS = 35  # linux/asm-generic/socket.h; Python has no name for it
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")
 _INT = struct.Struct("@i")
+_PKTINFO = struct.Struct("@16sI")  # struct in6_pktinfo: address, interface index
 RECV_BUFFER = 65535
 ANCILLARY_BUFFER = 256
 
@@ -31,6 +34,8 @@ class Datagram:
     received_ns: int  # kernel receive time, unix ns
     hop_limit: int | None
     traffic_class: int | None
+    destination: str | None = None  # the local address the datagram was sent to
+    ifindex: int | None = None  # the interface it arrived on
 
 
 def open_socket(address: str, port: int, traffic_class: int = 0) -> socket.socket:
@@ -40,6 +45,7 @@ def open_socket(address: str, port: int, traffic_class: int = 0) -> socket.socke
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVPKTINFO, 1)
         if traffic_class:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, traffic_class)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -57,7 +63,8 @@ def receive(sock: socket.socket) -> Datagram | None:
         data, ancillary, _flags, source = sock.recvmsg(RECV_BUFFER, ANCILLARY_BUFFER)
     except (BlockingIOError, InterruptedError):
         return None
-    received_ns = hop_limit = traffic_class = None
+    received_ns = hop_limit = traffic_class = ifindex = None
+    destination = None
     for level, kind, value in ancillary:
         if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
             seconds, nanoseconds = _TIMESPEC.unpack_from(value)
@@ -66,9 +73,29 @@ def receive(sock: socket.socket) -> Datagram | None:
             hop_limit = _INT.unpack_from(value)[0]
         elif level == socket.IPPROTO_IPV6 and kind == socket.IPV6_TCLASS:
             traffic_class = _INT.unpack_from(value)[0]
+        elif level == socket.IPPROTO_IPV6 and kind == socket.IPV6_PKTINFO:
+            packed, ifindex = _PKTINFO.unpack_from(value)
+            destination = socket.inet_ntop(socket.AF_INET6, packed)
     return Datagram(
-        data, (source[0], source[1]), received_ns or time.time_ns(), hop_limit, traffic_class
+        data,
+        (source[0], source[1]),
+        received_ns or time.time_ns(),
+        hop_limit,
+        traffic_class,
+        destination,
+        ifindex,
     )
+
+
+def ancillary(traffic_class: int | None, ifindex: int | None) -> list[tuple[int, int, bytes]]:
+    """sendmsg() control data: this datagram's Traffic Class, and the interface it must leave
+    by (the kernel picks the source address and route on that interface)."""
+    out = []
+    if traffic_class is not None:
+        out.append((socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _INT.pack(traffic_class)))
+    if ifindex is not None:
+        out.append((socket.IPPROTO_IPV6, socket.IPV6_PKTINFO, _PKTINFO.pack(bytes(16), ifindex)))
+    return out
 
 
 class Endpoint:
@@ -85,10 +112,19 @@ class Endpoint:
 
         self._loop.add_reader(self.sock.fileno(), readable)
 
-    def send(self, data: bytes, destination: tuple[str, int]) -> bool:
+    def send(
+        self,
+        data: bytes,
+        destination: tuple[str, int],
+        traffic_class: int | None = None,
+        ifindex: int | None = None,
+    ) -> bool:
         """False when the kernel refused it (full buffer, no route): the probe is lost."""
         try:
-            self.sock.sendto(data, destination)
+            if traffic_class is None and ifindex is None:
+                self.sock.sendto(data, destination)
+            else:
+                self.sock.sendmsg([data], ancillary(traffic_class, ifindex), 0, destination)
         except OSError:
             return False
         return True

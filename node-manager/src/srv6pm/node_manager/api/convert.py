@@ -115,6 +115,7 @@ def node_state(msg: pb.NodeState) -> NodeState:
             )
             for s in r.sessions
         ),
+        allowed_dscp=tuple(r.allowed_dscp),
     )
     sessions = tuple(
         SenderSession(
@@ -192,6 +193,7 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
                 )
                 for s in state.reflector.sessions
             ],
+            allowed_dscp=state.reflector.allowed_dscp,
         ),
         sessions=[
             pb.SenderSession(

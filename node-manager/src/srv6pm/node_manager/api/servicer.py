@@ -155,26 +155,9 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 loss=[convert.loss_pb(x) for x in loss if x.block >= request.since_block],
                 delay=[convert.delay_pb(x) for x in delay if x.sent_ns >= request.since_unix_ns],
                 senders=[
-                    pb.SenderStats(
-                        session=name,
-                        sent=st.sent,
-                        received=st.received,
-                        lost=st.lost,
-                        malformed=st.malformed,
-                        auth_failures=st.auth_failures,
-                        unmatched=st.unmatched,
-                    )
-                    for name, st in senders.items()
+                    pb.SenderStats(session=name, **asdict(st)) for name, st in senders.items()
                 ],
-                reflector=pb.ReflectorStats(
-                    received=r.received,
-                    reflected=r.reflected,
-                    malformed=r.malformed,
-                    auth_failures=r.auth_failures,
-                    counters_unavailable=r.counters_unavailable,
-                    return_paths_refused=r.return_paths_refused,
-                    sequences_evicted=r.sequences_evicted,
-                ),
+                reflector=pb.ReflectorStats(**asdict(r)),
             )
 
         return self._call(context, read)

@@ -123,6 +123,7 @@ class Reflector:
     stateful: bool = False
     hmac_key: bytes = b""
     sessions: tuple[ReflectorSession, ...] = ()
+    allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
 
 
 @dataclass(frozen=True)

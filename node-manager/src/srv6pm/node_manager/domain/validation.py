@@ -208,10 +208,15 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
     if r.enabled and ipaddress.IPv6Address(address).is_unspecified:
         # A reflector answers anyone who reaches it: it listens only where it is told to.
         raise InvalidArgument(f"{where}: give the address to listen on (not any address)")
+    for dscp in r.allowed_dscp:
+        if not 0 <= dscp < 64:
+            raise InvalidArgument(f"{where}: allowed DSCP {dscp} is not 0..63")
+    _unique((str(d) for d in r.allowed_dscp), "allowed DSCP values")
     return replace(
         r,
         address=address,
         port=_port(r.port, where),
+        allowed_dscp=tuple(sorted(r.allowed_dscp)),
         hmac_key=_key(r.hmac_key, where),
         sessions=tuple(sessions),
     )

@@ -188,6 +188,8 @@ class StampService:
             key=spec.hmac_key or None,
             error_estimate=clock_error_estimate(self._synced),
             period_ns=self._period_ns,
+            port=spec.port,
+            allowed_dscp=frozenset(spec.allowed_dscp) or None,
             sessions={
                 s.ssid: ReflectedFlows(
                     s.forward_flow,
@@ -231,7 +233,11 @@ class StampService:
             chosen = {n: r for n, r in self._senders.items() if not session or n == session}
             loss = [x for r in chosen.values() for x in r.session.results.loss]
             delay = [x for r in chosen.values() for x in r.session.results.delay]
-            return loss, delay, {n: r.session.stats for n, r in chosen.items()}
+            stats = {
+                n: dataclasses.replace(r.session.stats, results_evicted=r.session.results.evicted)
+                for n, r in chosen.items()
+            }
+            return loss, delay, stats
 
         if session and session not in self._senders:
             raise FailedPrecondition(f"no STAMP session named {session!r} on this node")
