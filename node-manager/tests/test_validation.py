@@ -1,4 +1,5 @@
 import pytest
+from srv6pm.node_manager.api import convert
 from srv6pm.node_manager.domain import validation
 from srv6pm.node_manager.domain.errors import InvalidArgument
 from srv6pm.node_manager.domain.model import (
@@ -136,3 +137,19 @@ def test_a_session_names_both_flows_or_neither():
 def test_an_enabled_reflector_listens_on_a_named_address_only():
     with pytest.raises(InvalidArgument, match="give the address to listen on"):
         validation.node_state(NodeState(reflector=Reflector(True)))
+
+
+def test_allowed_dscp_values_are_checked_and_sorted():
+    def reflector(*dscp: int) -> NodeState:
+        return NodeState(reflector=Reflector(True, "fc00::9", allowed_dscp=dscp))
+
+    assert validation.node_state(reflector(46, 0, 10)).reflector.allowed_dscp == (0, 10, 46)
+    with pytest.raises(InvalidArgument, match=r"allowed DSCP 64 is not 0\.\.63"):
+        validation.node_state(reflector(64))
+    with pytest.raises(InvalidArgument, match="duplicate allowed DSCP values: 46"):
+        validation.node_state(reflector(46, 46))
+
+
+def test_the_reflector_round_trips_through_the_contract():
+    state = NodeState(reflector=Reflector(True, "fc00::9", allowed_dscp=(0, 46)))
+    assert convert.node_state(convert.node_state_pb(state)).reflector == state.reflector

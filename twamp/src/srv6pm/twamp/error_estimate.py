@@ -97,3 +97,9 @@ def is_synchronised(raw: int) -> bool:
 def is_ptp(raw: int) -> bool:
     """Z bit of a raw Error Estimate: True when the timestamps next to it are PTPv2 truncated."""
     return bool(raw & Z_BIT)
+
+
+def clock_error_estimate(synchronised: bool) -> int:
+    """Our Error Estimate: S as told; the error a synchronised software clock typically keeps
+    (1 ms), or 1 s for a free-running one."""
+    return ErrorEstimate.from_seconds(1e-3 if synchronised else 1.0, synchronised).raw

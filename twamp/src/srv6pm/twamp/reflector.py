@@ -35,7 +35,7 @@ from typing import Protocol
 
 from . import codec
 from .counters import BlockCounters
-from .error_estimate import is_synchronised
+from .error_estimate import clock_error_estimate, is_synchronised
 from .errors import AuthenticationFailed, StampError
 from .maths import block_of
 from .timestamps import ntp_from_unix_ns, unix_ns_from_ntp
@@ -99,7 +99,7 @@ class ReflectorStats:
 class ReflectorConfig:
     stateful: bool = False
     key: bytes | None = None  # authenticated mode when set
-    error_estimate: int = 0
+    error_estimate: int = field(default_factory=lambda: clock_error_estimate(False))
     period_ns: int = 10_000_000_000
     sessions: dict[int, ReflectedFlows] = field(default_factory=dict)  # by SSID
     max_sequences: int = 65536  # stateful: (sender, SSID) sequence counters kept at most

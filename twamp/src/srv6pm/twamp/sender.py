@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from . import codec
 from .counters import BlockCounters
-from .error_estimate import ErrorEstimate, is_synchronised
+from .error_estimate import clock_error_estimate, is_synchronised
 from .errors import AuthenticationFailed, StampError
 from .maths import block_of, two_way_delay_ns
 from .results import DelayResult, DirectionLoss, LossResult, ResultStore
@@ -28,12 +28,6 @@ from .transport import Datagram
 
 log = logging.getLogger(__name__)
 MASK32 = 0xFFFFFFFF
-
-
-def clock_error_estimate(synchronised: bool) -> int:
-    """Our Error Estimate: S as told; the error a synchronised software clock typically keeps
-    (1 ms), or 1 s for a free-running one."""
-    return ErrorEstimate.from_seconds(1e-3 if synchronised else 1.0, synchronised).raw
 
 
 @dataclass(frozen=True)

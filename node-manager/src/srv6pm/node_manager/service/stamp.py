@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from srv6pm.twamp.counters import BlockCounters
+from srv6pm.twamp.error_estimate import clock_error_estimate
 from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
 from srv6pm.twamp.reflector import Reflector as StampReflector
 from srv6pm.twamp.results import DelayResult, LossResult, ResultStore
-from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats, clock_error_estimate
+from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats
 from srv6pm.twamp.transport import Endpoint, open_socket
 
 from ..domain.errors import FailedPrecondition
