@@ -5,10 +5,14 @@ BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
 PACKAGES := proto twamp node-manager lab
 
-.PHONY: deps install proto bpf lint test test-unit demo bench clean
+.PHONY: deps peers install proto bpf lint test test-unit demo bench clean
 
 deps:
 	bash scripts/install-deps.sh
+
+# Independent implementations the interoperability tests run against (built once, cached).
+peers:
+	bash scripts/install-stamp-suite.sh
 
 install: deps proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
@@ -30,7 +34,7 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy twamp/src node-manager/src lab/src
 
-test: install lint
+test: install peers lint
 	$(PYTHON) -m pytest
 
 test-unit:
