@@ -122,7 +122,6 @@ AUTH_BASE_LEN: Final = 112
 TWAMP_LIGHT_SENDER_MIN_LEN: Final = 14
 TWAMP_LIGHT_REFLECTOR_MIN_LEN: Final = 36
 _HMAC_AT: Final = AUTH_BASE_LEN - HMAC_LEN  # 96: the base HMAC covers octets 0-95
-_TLV_LEN = struct.Struct(">H")
 
 _SENDER = struct.Struct(">IQHH28x")
 _SENDER_16 = struct.Struct(">IQHH")  # TWAMP-Light sender with >= 2 octets of padding
@@ -258,16 +257,18 @@ def _with_flags(tlv: Tlv, flags: int) -> Tlv:
     return dataclasses.replace(tlv, flags=flags)
 
 
-def _hmac_covered_end(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> int | None:
-    """Where the octets the HMAC TLV covers end (its own offset), or None if it is missing where
-    RFC 8972 section 4.8 wants it: after every TLV but Extra Padding, once."""
+def _placed_hmac(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> tuple[Hmac, int] | None:
+    """The HMAC TLV and its offset (where the octets it covers end), or None if it is missing
+    or not where RFC 8972 section 4.8 wants it: after every TLV but Extra Padding, once."""
     at = next((i for i, t in enumerate(tlvs) if isinstance(t, Hmac)), None)
     if at is None or not all(isinstance(t, ExtraPadding) for t in tlvs[at + 1 :]):
         return None
     pos = start
     for _ in range(at):  # TLVs before a well-formed HMAC TLV are framed by their Length
-        pos += 4 + _TLV_LEN.unpack_from(buf, pos + 2)[0]
-    return pos
+        pos += 4 + _U16.unpack_from(buf, pos + 2)[0]
+    mac = tlvs[at]
+    assert isinstance(mac, Hmac)
+    return mac, pos
 
 
 def _read_tlvs(
@@ -282,13 +283,8 @@ def _read_tlvs(
     pad_to = n if pad_at < n else 0
     if key is None or all(isinstance(t, ExtraPadding) for t in tlvs):
         return tlvs, pad_to, False  # Extra Padding alone needs no HMAC TLV
-    end = _hmac_covered_end(buf, start, tlvs)
-    mac = next((t for t in tlvs if isinstance(t, Hmac)), None)
-    if (
-        end is not None
-        and mac is not None
-        and auth.verify(key, mac.digest, buf[:4], buf[start:end])
-    ):
+    placed = _placed_hmac(buf, start, tlvs)
+    if placed and auth.verify(key, placed[0].digest, buf[:4], buf[start : placed[1]]):
         return tlvs, pad_to, False
     if integrity == "raise":
         raise AuthenticationFailed("HMAC TLV missing, misplaced, or not matching")
