@@ -253,10 +253,6 @@ def encode_reflector(p: ReflectorPacket, key: bytes | None = None) -> bytes:
 # ---------------------------------------------------------------------------------- decoding
 
 
-def _with_flags(tlv: Tlv, flags: int) -> Tlv:
-    return dataclasses.replace(tlv, flags=flags)
-
-
 def _placed_hmac(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> tuple[Hmac, int] | None:
     """The HMAC TLV and its offset (where the octets it covers end), or None if it is missing
     or not where RFC 8972 section 4.8 wants it: after every TLV but Extra Padding, once."""
@@ -387,7 +383,8 @@ def reflect_tlvs(tlvs: tuple[Tlv, ...], integrity_failed: bool = False) -> tuple
             flags, stopped = FLAG_M, True
         else:
             flags = 0
-        out.append(_with_flags(tlv, flags | (FLAG_I if integrity_failed else 0)))
+        flags |= FLAG_I if integrity_failed else 0
+        out.append(tlv if tlv.flags == flags else dataclasses.replace(tlv, flags=flags))
     return tuple(out)
 
 
