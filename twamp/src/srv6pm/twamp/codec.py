@@ -190,13 +190,11 @@ def _tlv_block(seq_octets: bytes, tlvs: tuple[Tlv, ...], key: bytes | None) -> b
     # Authenticated: a fresh HMAC TLV over what precedes it goes after every TLV but the Extra
     # Padding given after it, which stays there uncovered (RFC 8972 section 4.8); its flags are
     # kept, so a reflector can return I.
-    given = next((i for i, t in enumerate(tlvs) if isinstance(t, Hmac)), None)
     rest = tuple(t for t in tlvs if not isinstance(t, Hmac))
-    at = len(rest)
-    if given is not None and all(isinstance(t, ExtraPadding) for t in tlvs[given + 1 :]):
-        at = given
+    placed = _hmac_index(tlvs)
+    at = len(rest) if placed is None else placed
     covered, after = encode_tlvs(rest[:at]), encode_tlvs(rest[at:])
-    flags = tlvs[given].flags if given is not None else 0
+    flags = next((t.flags for t in tlvs if isinstance(t, Hmac)), 0)
     mac = Hmac(auth.digest(key, seq_octets, covered), flags)
     return covered + encode_tlv(mac) + after
 
@@ -253,11 +251,19 @@ def encode_reflector(p: ReflectorPacket, key: bytes | None = None) -> bytes:
 # ---------------------------------------------------------------------------------- decoding
 
 
-def _placed_hmac(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> tuple[Hmac, int] | None:
-    """The HMAC TLV and its offset (where the octets it covers end), or None if it is missing
-    or not where RFC 8972 section 4.8 wants it: after every TLV but Extra Padding, once."""
+def _hmac_index(tlvs: tuple[Tlv, ...]) -> int | None:
+    """Where the HMAC TLV is, if it is where RFC 8972 section 4.8 wants it: after every TLV but
+    Extra Padding, once."""
     at = next((i for i, t in enumerate(tlvs) if isinstance(t, Hmac)), None)
     if at is None or not all(isinstance(t, ExtraPadding) for t in tlvs[at + 1 :]):
+        return None
+    return at
+
+
+def _placed_hmac(buf: bytes, start: int, tlvs: tuple[Tlv, ...]) -> tuple[Hmac, int] | None:
+    """The well-placed HMAC TLV and its offset (where the octets it covers end), or None."""
+    at = _hmac_index(tlvs)
+    if at is None:
         return None
     pos = start
     for _ in range(at):  # TLVs before a well-formed HMAC TLV are framed by their Length
