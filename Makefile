@@ -5,7 +5,7 @@ BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
 PACKAGES := proto twamp node-manager lab
 
-.PHONY: deps peers install proto bpf lint test test-unit demo bench clean
+.PHONY: deps peers servers install proto bpf lint test test-unit demo bench clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -13,6 +13,11 @@ deps:
 # Independent implementations the interoperability tests run against (built once, cached).
 peers:
 	bash scripts/install-stamp-suite.sh
+
+# A real Kafka broker and InfluxDB server (srv6pm.lab.servers runs them; installed once, cached).
+servers:
+	bash scripts/install-kafka.sh
+	bash scripts/install-influxdb.sh
 
 install: deps proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
@@ -34,13 +39,13 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy twamp/src node-manager/src lab/src
 
-test: install peers lint
+test: install peers servers lint
 	$(PYTHON) -m pytest
 
 test-unit:
 	$(PYTHON) -m pytest -m "not root"
 
-demo: install
+demo: install servers
 	$(PYTHON) -m srv6pm.lab.demo
 
 bench: install
