@@ -49,6 +49,7 @@ from srv6pm.lab import Lab, LabError, Topology
 from srv6pm.node_manager.drivers.linux.bpftool import bpf_syscall, obj_get
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
+from srv6pm.proto.v1 import records_pb2
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -540,7 +541,7 @@ class Group:
         # program, ingress from gen for the counting one
         self.hook = (hook_if, "egress" if role == "ingress" else "ingress")
         sids = ingress_sids if role == "ingress" else transit_sids
-        pb_role = pb.ROLE_INGRESS if role == "ingress" else pb.ROLE_TRANSIT
+        pb_role = records_pb2.ROLE_INGRESS if role == "ingress" else records_pb2.ROLE_TRANSIT
         self.flows = [
             pb.MonitoredFlow(
                 name=flow_name(i),

@@ -20,6 +20,7 @@ from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.scenario import FORWARD, H2
 from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import records_pb2
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 ROUTERS = ("r1", "r2", "r3")
@@ -91,7 +92,11 @@ def more_shapes(lab: Lab) -> Iterator[None]:
     """h2 addresses reached over End.X and over a one-SID H.Encaps.Red policy, monitored."""
     states = scenario.desired_states(lab)
     states["r2"].local_sids.add(sid=END_X, behaviour=pb.BEHAVIOUR_END_X, nexthop="fcf0:23::3")
-    roles = {"r1": pb.ROLE_INGRESS, "r2": pb.ROLE_TRANSIT, "r3": pb.ROLE_EGRESS}
+    roles = {
+        "r1": records_pb2.ROLE_INGRESS,
+        "r2": records_pb2.ROLE_TRANSIT,
+        "r3": records_pb2.ROLE_EGRESS,
+    }
     peers = {"r1": "r2", "r2": "r1", "r3": "r2"}
     for name, (address, sids, mode, flowmon) in SHAPES.items():
         states["r1"].policies.add(name=name, prefix=f"{address}/128", segments=sids, mode=mode)

@@ -11,6 +11,7 @@ from conftest import block_packets
 from srv6pm.lab import scenario
 from srv6pm.lab.scenario import FORWARD, H1, H2, REVERSE
 from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import records_pb2
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 ROUTERS = ("r1", "r2", "r3")
@@ -183,7 +184,7 @@ def test_ten_thousand_monitored_flows_still_count_exactly(lab, marking_mode, blo
         pb.MonitoredFlow(
             name=f"bulk-{i}",
             segments=[f"fc00:0:9::{i:x}", "fc00:0:3::d6"],
-            role=pb.ROLE_INGRESS,
+            role=records_pb2.ROLE_INGRESS,
             interfaces=[lab.interface("r1", "r2")],
             flow_mon_id=1000 + i,
         )

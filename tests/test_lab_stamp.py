@@ -109,7 +109,7 @@ def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks
         with lab.delay("r2", "r3", 20.0):
             started = time.time_ns()
             time.sleep(2.5)
-            delays = [d.two_way_ns / 1e6 for d in results(lab, since_ns=started).delay]
+            delays = [d.two_way_ns / 1e6 for d in results(lab, since_ns=started).probes]
         assert len(delays) >= 20
         median = statistics.median(delays)
         print(
@@ -117,7 +117,7 @@ def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks
             f"max {max(delays):.3f} ({len(delays)} probes)"
         )
         assert abs(median - 20.0) < 1.0
-        one_way = [d for d in results(lab, since_ns=started).delay if d.one_way_valid]
+        one_way = [d for d in results(lab, since_ns=started).probes if d.one_way_valid]
         assert one_way and abs(statistics.median(d.forward_ns for d in one_way) / 1e6 - 20) < 1
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))
@@ -213,7 +213,7 @@ def test_a_delay_only_session_needs_no_monitored_flow(stamp_lab):
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))
     assert not got.loss
-    assert len(got.delay) >= 15
-    assert all(0 < d.two_way_ns < 50_000_000 for d in got.delay)
+    assert len(got.probes) >= 15
+    assert all(0 < d.two_way_ns < 50_000_000 for d in got.probes)
     (stats,) = got.senders
     assert stats.received >= 15 and stats.malformed == 0

@@ -173,8 +173,8 @@ def test_our_sender_against_its_reflector(lab, blocks, stamp_suite, tmp_path, ke
     ]
     assert counts == [(stats.sent, stats.received)], printed[-20:]
     assert stats.received == stats.sent
-    assert sorted(d.seq for d in got.delay) == list(range(stats.sent))
-    assert all(0 < d.two_way_ns < 20_000_000 for d in got.delay)
+    assert sorted(d.seq for d in got.probes) == list(range(stats.sent))
+    assert all(0 < d.two_way_ns < 20_000_000 for d in got.probes)
     if not direct:
         assert not got.loss
         return
@@ -198,8 +198,8 @@ def test_two_way_delay_agrees_with_stamp_suite_both_ways(lab, stamp_suite, tmp_p
             with lab.delay("r2", "r3", 5.0):
                 started = time.time_ns()
                 summary = run_sender(lab, stamp_suite, ["--count", "40", "--send-delay", "50ms"])
-                ours = read(lab, SESSION).delay
-                to_theirs = read(lab, INTEROP).delay
+                ours = read(lab, SESSION).probes
+                to_theirs = read(lab, INTEROP).probes
         finally:
             scenario.apply_states(lab, scenario.stamp_states(lab))
 

@@ -4,6 +4,7 @@ The same behaviours are tested against the real kernel driver in tests/ (lab).""
 from dataclasses import dataclass, field, replace
 
 import pytest
+from srv6pm.node_manager.adapters.journal import Journal
 from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
 from srv6pm.node_manager.domain.model import (
     Behaviour,
@@ -19,6 +20,7 @@ from srv6pm.node_manager.domain.model import (
 )
 from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
 from srv6pm.node_manager.service.node import NodeService
+from srv6pm.node_manager.service.results import ResultsService
 
 S = 1_000_000_000
 FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",), 1)
@@ -119,8 +121,12 @@ class Clock:
 def node(tmp_path):
     driver = MemoryDriver()
     clock = Clock(1000 * S + S // 10)  # block 500 (T = 2 s), just after its start
-    service = NodeService(driver, tmp_path, 2 * S, S // 4, clock=clock)
-    return service, driver, clock
+    journal = Journal(tmp_path / "journal.db", 3600, 1 << 30)
+    results = ResultsService(journal, "n1", 2 * S, clock=clock)
+    service = NodeService(driver, results, tmp_path, 2 * S, S // 4, clock=clock)
+    yield service, driver, clock
+    service.stop()
+    journal.close()
 
 
 STATE = NodeState(

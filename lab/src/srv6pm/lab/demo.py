@@ -63,7 +63,7 @@ def _report_stamp(lab: Lab, first: int, blocks: int) -> None:
             f"{r.forward.lost} | reverse tx {r.reverse.tx} rx {r.reverse.rx} lost "
             f"{r.reverse.lost}"
         )
-    delays = sorted(d.two_way_ns / 1e3 for d in results.delay)
+    delays = sorted(d.two_way_ns / 1e3 for d in results.probes)
     if delays:
         print(
             f"  two-way delay over {len(delays)} probes: median {delays[len(delays) // 2]:.0f} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import grpc
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
+from srv6pm.proto.v1 import records_pb2
 
 from .lab import Lab
 
@@ -21,8 +22,8 @@ H1, H2 = "fd00:1::2", "fd00:2::2"
 def _flows(
     lab: Lab,
     router: str,
-    forward: pb.Role,
-    reverse: pb.Role,
+    forward: records_pb2.Role,
+    reverse: records_pb2.Role,
     fwd_peer: str,
     rev_peer: str,
 ) -> list[pb.MonitoredFlow]:
@@ -59,11 +60,11 @@ def desired_states(
                 )
             ],
             local_sids=[pb.LocalSid(sid="fc00:0:1::d6", behaviour=pb.BEHAVIOUR_END_DT6)],
-            flows=_flows(lab, "r1", pb.ROLE_INGRESS, pb.ROLE_EGRESS, "r2", "r2"),
+            flows=_flows(lab, "r1", records_pb2.ROLE_INGRESS, records_pb2.ROLE_EGRESS, "r2", "r2"),
         ),
         "r2": pb.NodeState(
             local_sids=[pb.LocalSid(sid="fc00:0:2::e", behaviour=pb.BEHAVIOUR_END)],
-            flows=_flows(lab, "r2", pb.ROLE_TRANSIT, pb.ROLE_TRANSIT, "r1", "r3"),
+            flows=_flows(lab, "r2", records_pb2.ROLE_TRANSIT, records_pb2.ROLE_TRANSIT, "r1", "r3"),
         ),
         "r3": pb.NodeState(
             policies=[
@@ -75,7 +76,7 @@ def desired_states(
                 )
             ],
             local_sids=[pb.LocalSid(sid="fc00:0:3::d6", behaviour=pb.BEHAVIOUR_END_DT6)],
-            flows=_flows(lab, "r3", pb.ROLE_EGRESS, pb.ROLE_INGRESS, "r2", "r2"),
+            flows=_flows(lab, "r3", records_pb2.ROLE_EGRESS, records_pb2.ROLE_INGRESS, "r2", "r2"),
         ),
     }
     for state in states.values():

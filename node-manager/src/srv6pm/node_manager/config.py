@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -39,7 +40,34 @@ class Settings(BaseSettings):
         description="Is the clock synchronised (STAMP S bit; loss results need it)? "
         "auto asks the kernel (adjtimex); yes for routers sharing one clock, as in the lab.",
     )
+    kafka_bootstrap: str = Field(
+        "",
+        description="Kafka brokers host:port[,host:port...] records are published to "
+        "('' = none: the journal only, ReadResults still serves them).",
+    )
+    kafka_topic: str = Field("srv6pm.measurements.v1", description="Topic of the records.")
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra librdkafka producer properties (TLS, SASL), a JSON object.",
+    )
+    journal_retention_h: float = Field(
+        168.0, gt=0, description="Records older than this are removed from the journal."
+    )
+    journal_max_mb: int = Field(
+        1024, ge=1, description="The journal's size bound: the oldest records go first."
+    )
+    publish_probes: bool = Field(
+        False, description="Also journal and publish one record per STAMP probe."
+    )
+    metrics_listen: str = Field(
+        "", description="Prometheus /metrics listen address host:port ('' = off)."
+    )
     log_level: str = Field("INFO", description="Python logging level.")
+
+    @field_validator("kafka_config", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        return json.loads(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _guard_below_half_period(self) -> Settings:
@@ -69,7 +97,8 @@ def settings_markdown() -> str:
     """The settings table of docs/CONFIGURATION.md, generated from the model."""
     rows = ["| setting | env | flag | default | meaning |", "|---|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
-        default = field.default if field.default is not None else "(packaged)"
+        default = field.get_default(call_default_factory=True)
+        default = "(packaged)" if default is None else default
         rows.append(
             f"| {name} | SRV6PM_{name.upper()} | --{name.replace('_', '-')} | "
             f"{default} | {field.description} |"

@@ -8,14 +8,19 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import CollectorRegistry
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
+from .adapters import metrics
+from .adapters.journal import Journal
+from .adapters.kafka import KafkaPublisher
 from .api.servicer import NodeManagerServicer
 from .config import Settings
 from .drivers.linux.clock import kernel_clock_synchronised
 from .drivers.linux.driver import LinuxDriver
 from .service.node import NodeService
+from .service.results import ResultsService
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024 * 1024  # 10,000+ flows in one desired state
@@ -32,8 +37,28 @@ class NodeManagerServer:
             settings.bpf_object,
         )
         synced = {"yes": True, "no": False}.get(settings.clock_sync)
+        self.journal = Journal(
+            settings.state_dir / "journal.db",
+            settings.journal_retention_h * 3600,
+            settings.journal_max_mb * 1024 * 1024,
+        )
+        self.publisher = (
+            KafkaPublisher(
+                self.journal,
+                settings.node_id,
+                settings.kafka_bootstrap,
+                settings.kafka_topic,
+                settings.kafka_config,
+            )
+            if settings.kafka_bootstrap
+            else None
+        )
+        results = ResultsService(
+            self.journal, settings.node_id, settings.period_ns, settings.publish_probes
+        )
         self.service = NodeService(
             self.driver,
+            results,
             settings.state_dir,
             settings.period_ns,
             settings.guard_ns,
@@ -45,8 +70,20 @@ class NodeManagerServer:
             ("grpc.max_send_message_length", MAX_MESSAGE),
         ]
         self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
+        self.registry = CollectorRegistry()
+        self.registry.register(
+            metrics.NodeCollector(
+                self.journal,
+                self.publisher,
+                self.service.stamp.sender_stats,
+                self.service.stamp.reflector_stats,
+            )
+        )
         self.servicer = NodeManagerServicer(
-            settings.node_id, self.service, settings.state_dir / "desired.pb"
+            settings.node_id,
+            self.service,
+            settings.state_dir / "desired.pb",
+            metrics.apply_histogram(self.registry),
         )
         pb_grpc.add_NodeManagerServicer_to_server(self.servicer, self.grpc)
         self.health = health.HealthServicer()
@@ -65,6 +102,10 @@ class NodeManagerServer:
     def start(self) -> None:
         self.servicer.restore()
         self.service.start()
+        if self.publisher:
+            self.publisher.start()
+        if self._settings.metrics_listen:
+            metrics.serve(self._settings.metrics_listen, self.registry)
         self.grpc.start()
         for name in ("", "srv6pm.v1.NodeManager"):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -80,4 +121,7 @@ class NodeManagerServer:
         self.health.enter_graceful_shutdown()
         self.grpc.stop(grace).wait()
         self.service.stop()
+        if self.publisher:
+            self.publisher.stop()
+        self.journal.close()
         self.driver.close()

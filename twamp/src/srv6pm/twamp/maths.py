@@ -9,6 +9,7 @@ All times are integer nanoseconds.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -84,6 +85,16 @@ def jitter_rfc3550(transit_times: Iterable[int]) -> float:
             jitter += (abs(transit - previous) - jitter) / 16
         previous = transit
     return jitter
+
+
+def ipdv_mean_abs(delays: Sequence[int], previous: int | None = None) -> int:
+    """Mean absolute IP delay variation of consecutive packets (RFC 3393; RFC 5481 section 4.1):
+    the mean of |D(i) - D(i-1)|, rounded to the ns. `previous` is the delay of the packet before
+    the first (so one sample per block still yields a variation); 0 with no pair."""
+    chain = [previous, *delays] if previous is not None else list(delays)
+    if len(chain) < 2:
+        return 0
+    return round(sum(abs(b - a) for a, b in itertools.pairwise(chain)) / (len(chain) - 1))
 
 
 def jitter_max_min(delays: Iterable[int]) -> int | None:

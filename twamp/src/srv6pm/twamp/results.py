@@ -1,10 +1,15 @@
 """Measurement results of a Session-Sender: loss per block (alternate marking counters carried
-in the Direct Measurement TLV, RFC 8972 section 4.5; RFC 9341) and delay per probe (RFC 8762)."""
+in the Direct Measurement TLV, RFC 8972 section 4.5; RFC 9341), delay per probe (RFC 8762) and
+per block (the probes sent in it, aggregated)."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from .maths import ipdv_mean_abs, percentiles
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,59 @@ class DelayResult:
     reverse_ns: int | None
 
 
+@dataclass(frozen=True)
+class DelayStats:
+    """One delay's distribution over a block's replies (ns; nearest-rank percentiles)."""
+
+    samples: int
+    min_ns: int
+    p50_ns: int
+    p90_ns: int
+    p99_ns: int
+    max_ns: int
+    mean_ns: int
+    jitter_ns: int  # RFC 3393 mean |IPDV| of consecutive replies
+
+    @classmethod
+    def of(cls, delays: Sequence[int], previous: int | None) -> DelayStats | None:
+        """`delays` in sequence order; `previous`: the session's reply before the first."""
+        if not delays:
+            return None
+        p = percentiles(delays, (50, 90, 99))
+        return cls(
+            len(delays),
+            min(delays),
+            p[50],
+            p[90],
+            p[99],
+            max(delays),
+            round(sum(delays) / len(delays)),
+            ipdv_mean_abs(delays, previous),
+        )
+
+
+@dataclass(frozen=True)
+class DelayBlock:
+    """Delay of the probes a session sent in one block."""
+
+    session: str
+    block: int
+    probes_sent: int
+    probes_lost: int
+    two_way: DelayStats | None  # None: no reply
+    forward: DelayStats | None  # None: clocks not both synchronised (one_way_reason says)
+    reverse: DelayStats | None
+    one_way_reason: str = ""
+
+
+class ResultSink(Protocol):
+    """Where a Session-Sender's results go (memory here; a node's journal in the node manager)."""
+
+    def add_loss(self, result: LossResult) -> None: ...
+    def add_delay(self, result: DelayResult) -> None: ...
+    def add_delay_block(self, result: DelayBlock) -> None: ...
+
+
 class ResultStore:
     """The last `capacity` results of each kind (bounded memory per session); `evicted` counts
     the older ones pushed out unread."""
@@ -49,6 +107,7 @@ class ResultStore:
     def __init__(self, capacity: int = 1024) -> None:
         self.loss: deque[LossResult] = deque(maxlen=capacity)
         self.delay: deque[DelayResult] = deque(maxlen=capacity)
+        self.delay_blocks: deque[DelayBlock] = deque(maxlen=capacity)
         self.evicted = 0
 
     def add_loss(self, result: LossResult) -> None:
@@ -58,3 +117,7 @@ class ResultStore:
     def add_delay(self, result: DelayResult) -> None:
         self.evicted += len(self.delay) == self.delay.maxlen
         self.delay.append(result)
+
+    def add_delay_block(self, result: DelayBlock) -> None:
+        self.evicted += len(self.delay_blocks) == self.delay_blocks.maxlen
+        self.delay_blocks.append(result)

@@ -21,13 +21,25 @@ from .counters import BlockCounters
 from .error_estimate import clock_error_estimate, is_synchronised
 from .errors import AuthenticationFailed, StampError
 from .maths import block_of, two_way_delay_ns
-from .results import DelayResult, DirectionLoss, LossResult, ResultStore
+from .results import (
+    DelayBlock,
+    DelayResult,
+    DelayStats,
+    DirectionLoss,
+    LossResult,
+    ResultSink,
+    ResultStore,
+)
 from .timestamps import ntp_from_unix_ns, unix_ns_from_ntp
 from .tlv import FLAG_I, FLAG_M, FLAG_U, DirectMeasurement, ReturnPath, Tlv
 from .transport import Datagram
 
 log = logging.getLogger(__name__)
 MASK32 = 0xFFFFFFFF
+# Blocks a resumed session reports as not measured, at most: a restart or an outage; a session
+# away for longer has a gap instead of thousands of records.
+MAX_GAP_BLOCKS = 1024
+NOT_RUNNING = "not measured: the session was not running"
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,9 @@ class SenderConfig:
     read_offset_ns: int = 0  # when in block k+1 block k is probed (0: the middle)
     timeout_ns: int = 2_000_000_000
     clock_synchronised: bool = False
+    # The first block with no loss result yet, when the session measured before (a restarted
+    # node manager): blocks from there on get a result, measured or "not running".
+    resume_from_block: int | None = None
 
 
 @dataclass
@@ -65,17 +80,29 @@ class _Pending:
 
 
 @dataclass
+class _BlockDelays:
+    """The probes sent in one block, until each is answered or lost."""
+
+    sent: int = 0
+    lost: int = 0
+    pending: int = 0
+    replies: list[DelayResult] = field(default_factory=list)
+
+
+@dataclass
 class SenderSession:
     config: SenderConfig
     counters: BlockCounters
     send: Callable[[bytes, tuple[str, int]], bool]
     clock: Callable[[], int] = time.time_ns
-    results: ResultStore = field(default_factory=ResultStore)
+    results: ResultSink = field(default_factory=ResultStore)
     stats: SenderStats = field(default_factory=SenderStats)
 
     def __post_init__(self) -> None:
         self._seq = 0
         self._pending: dict[int, _Pending] = {}
+        self._delay_blocks: dict[int, _BlockDelays] = {}  # block order (blocks only grow)
+        self._last_reply: DelayResult | None = None  # jitter pairs it with the next block's first
         self._error_estimate = clock_error_estimate(self.config.clock_synchronised)
 
     # ---- sending -----------------------------------------------------------------------------
@@ -102,6 +129,9 @@ class SenderSession:
             tlvs=tuple(tlvs),
         )
         self._pending[seq] = _Pending(t1, block, s_txc)
+        delays = self._delay_blocks.setdefault(block_of(t1, self.config.period_ns), _BlockDelays())
+        delays.sent += 1
+        delays.pending += 1
         self.stats.sent += 1
         self.send(codec.encode_sender(packet, self.config.key), self.config.reflector)
 
@@ -110,8 +140,12 @@ class SenderSession:
         period = self.config.period_ns
         offset = self.config.read_offset_ns or period // 2
         interval = self.config.delay_interval_ns
-        next_loss = (block_of(self.clock(), period) + 1) * period + offset
-        next_delay = self.clock() if interval else None
+        now = self.clock()
+        next_loss = (block_of(now, period) + 1) * period + offset
+        resume = self.config.resume_from_block
+        if self.config.forward_flow and resume is not None:
+            next_loss = self._resume(now, offset, resume)
+        next_delay = now if interval else None
         while True:
             now = self.clock()
             if now >= next_loss:
@@ -124,8 +158,25 @@ class SenderSession:
                 self._probe(None)
                 next_delay = now + interval
             self.expire(now)
-            wake = next_loss if next_delay is None else min(next_loss, next_delay)
+            # also at the next block's start: the block just ended may be complete (delay record)
+            next_block = (block_of(now, period) + 1) * period
+            wake = min(next_loss, next_block, next_loss if next_delay is None else next_delay)
             await asyncio.sleep(max(0.0, (wake - self.clock()) / 1e9))
+
+    def _resume(self, now: int, offset: int, resume: int) -> int:
+        """When the first loss probe goes, for a session that measured before: the block before
+        this one can still be probed if its read point has not passed (a quick restart); the
+        blocks no probe can measure any more get a "not running" result."""
+        period = self.config.period_ns
+        current = block_of(now, period)
+        first, next_loss = current, (current + 1) * period + offset
+        if resume <= current - 1 and now < current * period + offset:
+            first, next_loss = current - 1, current * period + offset
+        for block in range(max(resume, first - MAX_GAP_BLOCKS), first):
+            self.results.add_loss(
+                LossResult(self.config.name, block, None, None, False, NOT_RUNNING)
+            )
+        return next_loss
 
     # ---- receiving ---------------------------------------------------------------------------
 
@@ -149,21 +200,64 @@ class SenderSession:
         self._record_delay(reply, datagram.received_ns, pending)
         if pending.block is not None:
             self.results.add_loss(self._loss(reply, pending))
+        self._close_delay_blocks(datagram.received_ns)
 
     def _record_delay(self, reply: codec.ReflectorPacket, t4: int, pending: _Pending) -> None:
         t1 = pending.sent_ns
         t2 = unix_ns_from_ntp(reply.receive_timestamp)
         t3 = unix_ns_from_ntp(reply.timestamp)
         synced = is_synchronised(reply.error_estimate) and self.config.clock_synchronised
-        self.results.add_delay(
-            DelayResult(
-                session=self.config.name,
-                seq=reply.sender_seq,
-                sent_ns=t1,
-                two_way_ns=two_way_delay_ns(t1, t2, t3, t4),
-                forward_ns=t2 - t1 if synced else None,
-                reverse_ns=t4 - t3 if synced else None,
+        result = DelayResult(
+            session=self.config.name,
+            seq=reply.sender_seq,
+            sent_ns=t1,
+            two_way_ns=two_way_delay_ns(t1, t2, t3, t4),
+            forward_ns=t2 - t1 if synced else None,
+            reverse_ns=t4 - t3 if synced else None,
+        )
+        self.results.add_delay(result)
+        delays = self._delay_blocks[block_of(t1, self.config.period_ns)]
+        delays.pending -= 1
+        delays.replies.append(result)
+
+    def _close_delay_blocks(self, now: int) -> None:
+        """Report, in block order, each past block whose probes are all answered or lost."""
+        current = block_of(now, self.config.period_ns)
+        for block, delays in list(self._delay_blocks.items()):
+            if block >= current or delays.pending:
+                return
+            del self._delay_blocks[block]
+            self.results.add_delay_block(self._delay_block(block, delays))
+
+    def _delay_block(self, block: int, delays: _BlockDelays) -> DelayBlock:
+        replies = sorted(delays.replies, key=lambda r: r.sent_ns)
+        last = self._last_reply
+        one_way = bool(replies) and all(r.forward_ns is not None for r in replies)
+        two_way = DelayStats.of([r.two_way_ns for r in replies], last.two_way_ns if last else None)
+        forward = reverse = None
+        if one_way:
+            forward = DelayStats.of(
+                [r.forward_ns or 0 for r in replies], last.forward_ns if last else None
             )
+            reverse = DelayStats.of(
+                [r.reverse_ns or 0 for r in replies], last.reverse_ns if last else None
+            )
+        if replies:
+            self._last_reply = replies[-1]
+        reason = ""
+        if not replies:
+            reason = "no reply"
+        elif not one_way:
+            reason = "clocks not synchronised (Error Estimate S bit clear at one end)"
+        return DelayBlock(
+            self.config.name,
+            block,
+            delays.sent,
+            delays.lost,
+            two_way,
+            forward,
+            reverse,
+            reason,
         )
 
     def _loss(self, reply: codec.ReflectorPacket, pending: _Pending) -> LossResult:
@@ -202,7 +296,11 @@ class SenderSession:
             if now - pending.sent_ns >= self.config.timeout_ns:
                 del self._pending[seq]
                 self.stats.lost += 1
+                delays = self._delay_blocks[block_of(pending.sent_ns, self.config.period_ns)]
+                delays.pending -= 1
+                delays.lost += 1
                 if pending.block is not None:
                     self.results.add_loss(
                         LossResult(self.config.name, pending.block, None, None, False, "probe lost")
                     )
+        self._close_delay_blocks(now)

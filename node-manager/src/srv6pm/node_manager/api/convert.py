@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from srv6pm.proto.v1 import node_manager_pb2 as pb
-from srv6pm.twamp.results import DelayResult, DirectionLoss, LossResult
+from srv6pm.proto.v1 import records_pb2 as records
 
+from ..adapters.records import ROLE_TO_PB
 from ..domain.errors import InvalidArgument
 from ..domain.model import (
     STAMP_PORT,
@@ -22,7 +23,6 @@ from ..domain.model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
-    Role,
     SenderSession,
     SrPolicy,
 )
@@ -43,14 +43,13 @@ _BEHAVIOURS = {
     pb.BEHAVIOUR_END_DX4: Behaviour.END_DX4,
     pb.BEHAVIOUR_END_DX6: Behaviour.END_DX6,
 }
-_ROLES = {pb.ROLE_INGRESS: Role.INGRESS, pb.ROLE_TRANSIT: Role.TRANSIT, pb.ROLE_EGRESS: Role.EGRESS}
+_ROLES = {v: k for k, v in ROLE_TO_PB.items()}
 _MARKING_MODES = {
     pb.MARKING_MODE_ALTMARK: MarkingMode.ALTMARK,
     pb.MARKING_MODE_DSCP: MarkingMode.DSCP,
 }
 MODE_TO_PB = {v: k for k, v in _MODES.items()}
 BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
-ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
 MARKING_MODE_TO_PB = {v: k for k, v in _MARKING_MODES.items()}
 E = TypeVar("E")
 
@@ -93,7 +92,7 @@ def node_state(msg: pb.NodeState) -> NodeState:
         MonitoredFlow(
             name=f.name,
             segments=tuple(f.segments),
-            role=_enum(_ROLES, f.role, f"flow {f.name!r} role", pb.Role),
+            role=_enum(_ROLES, f.role, f"flow {f.name!r} role", records.Role),
             interfaces=tuple(f.interfaces),
             flowmon_id=f.flow_mon_id,
         )
@@ -130,6 +129,8 @@ def node_state(msg: pb.NodeState) -> NodeState:
             return_segments=tuple(s.return_segments),
             delay_interval_ms=s.delay_interval_ms,
             hmac_key=s.hmac_key,
+            policy=s.policy,
+            reflector_node=s.reflector_node,
         )
         for s in msg.sessions
     )
@@ -208,6 +209,8 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
                 reverse_flow=s.reverse_flow,
                 delay_interval_ms=s.delay_interval_ms,
                 hmac_key=s.hmac_key,
+                policy=s.policy,
+                reflector_node=s.reflector_node,
             )
             for s in state.sessions
         ],
@@ -221,34 +224,4 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
             )
             for f in state.flows
         ],
-    )
-
-
-def _direction(d: DirectionLoss | None) -> pb.DirectionLoss | None:
-    if d is None:
-        return None
-    return pb.DirectionLoss(tx=d.tx, rx=d.rx, lost=d.lost, loss_ratio=d.ratio or 0.0)
-
-
-def loss_pb(r: LossResult) -> pb.LossResult:
-    return pb.LossResult(
-        session=r.session,
-        block=r.block,
-        forward=_direction(r.forward),
-        reverse=_direction(r.reverse),
-        valid=r.valid,
-        reason=r.reason,
-    )
-
-
-def delay_pb(r: DelayResult) -> pb.DelayResult:
-    one_way = r.forward_ns is not None and r.reverse_ns is not None
-    return pb.DelayResult(
-        session=r.session,
-        seq=r.seq,
-        sent_unix_ns=r.sent_ns,
-        two_way_ns=r.two_way_ns,
-        one_way_valid=one_way,
-        forward_ns=r.forward_ns or 0,
-        reverse_ns=r.reverse_ns or 0,
     )

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from prometheus_client import Histogram
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
 from .. import __version__
+from ..adapters import records
 from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import Changes
 from ..service.node import NodeService
+from ..service.results import DEFAULT_LIMIT
 from . import convert
 
 log = logging.getLogger(__name__)
@@ -34,10 +38,17 @@ def _changes(c: Changes) -> pb.Changes:
 
 
 class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
-    def __init__(self, node_id: str, service: NodeService, desired_file: Path) -> None:
+    def __init__(
+        self,
+        node_id: str,
+        service: NodeService,
+        desired_file: Path,
+        apply_seconds: Histogram | None = None,
+    ) -> None:
         self._node_id = node_id
         self._service = service
         self._desired_file = desired_file
+        self._apply_seconds = apply_seconds
 
     def restore(self) -> None:
         """Converge again to the last state applied before a restart: the kernel kept routes,
@@ -90,7 +101,10 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
 
     def ApplyState(self, request: pb.ApplyStateRequest, context: Any) -> pb.ApplyStateResponse:
         def apply() -> pb.ApplyStateResponse:
+            started = time.monotonic()
             result = self._service.apply(convert.node_state(request.desired), request.dry_run)
+            if self._apply_seconds and not request.dry_run:
+                self._apply_seconds.observe(time.monotonic() - started)
             if not request.dry_run:
                 self._save(request.desired)
             return pb.ApplyStateResponse(
@@ -120,7 +134,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     pb.FlowCounters(
                         flow=name,
                         segments=flows[name].segments,
-                        role=convert.ROLE_TO_PB[flows[name].role],
+                        role=records.ROLE_TO_PB[flows[name].role],
                         colours=[
                             pb.ColourCounters(packets=c.packets, bytes=c.bytes) for c in per_colour
                         ],
@@ -140,7 +154,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 block=reading.block,
                 colour=reading.colour,
                 flows=[
-                    pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
+                    pb.BlockCounters(flow=n, role=records.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
                     for n, (p, b) in reading.counts.items()
                 ],
             )
@@ -149,15 +163,22 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
 
     def ReadResults(self, request: pb.ReadResultsRequest, context: Any) -> pb.ReadResultsResponse:
         def read() -> pb.ReadResultsResponse:
-            loss, delay, senders = self._service.stamp.results(request.session)
-            r = self._service.stamp.reflector_stats()
+            limit = request.limit or DEFAULT_LIMIT
+            results = self._service.results
+            loss, more_loss = results.loss(request.session, request.since_block, limit)
+            delay, more_delay = results.delay(request.session, request.since_block, limit)
+            probes, senders = self._service.stamp.probes(request.session)
+            if request.session and not (loss or delay or senders):
+                raise NotFound(f"no STAMP session named {request.session!r} on this node")
             return pb.ReadResultsResponse(
-                loss=[convert.loss_pb(x) for x in loss if x.block >= request.since_block],
-                delay=[convert.delay_pb(x) for x in delay if x.sent_ns >= request.since_unix_ns],
+                loss=loss,
+                delay=delay,
+                probes=[records.probe(x) for x in probes if x.sent_ns >= request.since_unix_ns],
                 senders=[
                     pb.SenderStats(session=name, **asdict(st)) for name, st in senders.items()
                 ],
-                reflector=pb.ReflectorStats(**asdict(r)),
+                reflector=pb.ReflectorStats(**asdict(self._service.stamp.reflector_stats())),
+                truncated=more_loss or more_delay,
             )
 
         return self._call(context, read)

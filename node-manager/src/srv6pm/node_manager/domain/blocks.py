@@ -46,3 +46,16 @@ def colour(block: int) -> int:
 def counter_delta(new: int, old: int, width_bits: int) -> int:
     """new - old for a counter that wraps at 2**width_bits (counts at most one wrap)."""
     return (new - old) % (1 << width_bits)
+
+
+@dataclass(frozen=True)
+class FlowBlock:
+    """What this node counted of one monitored flow in one block (`valid` False: not readable,
+    `reason` says why)."""
+
+    flow: str
+    block: int
+    packets: int = 0
+    bytes: int = 0
+    valid: bool = True
+    reason: str = ""

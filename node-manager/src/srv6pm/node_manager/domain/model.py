@@ -141,6 +141,12 @@ class SenderSession:
     return_segments: tuple[str, ...] = ()
     delay_interval_ms: int = 0
     hmac_key: bytes = b""
+    policy: str = ""  # labels of its records; "": the forward flow's name, else the session's
+    reflector_node: str = ""
+
+    @property
+    def policy_label(self) -> str:
+        return self.policy or self.forward_flow or self.name
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,9 @@ def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
         )
     if s.delay_interval_ms and s.delay_interval_ms < 10:
         raise InvalidArgument(f"{where}: delay interval below 10 ms")
+    for label, value in (("policy", s.policy), ("reflector node", s.reflector_node)):
+        if value:
+            _name(value, f"{where}: {label}")
     return replace(
         s,
         ssid=_ssid(s.ssid, where),

@@ -13,16 +13,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from srv6pm.twamp.sender import MAX_GAP_BLOCKS
+
 from ..domain import validation
-from ..domain.blocks import BlockClock, colour, counter_delta
+from ..domain.blocks import BlockClock, FlowBlock, colour, counter_delta
 from ..domain.errors import FailedPrecondition, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
+from .results import ResultsService
 from .snapshots import Count, SnapshotStore
 from .stamp import StampPlan, StampService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+NO_BASELINE = (
+    "no baseline: the flow was added in this block, or the node manager was not running in the "
+    "block before"
+)
+NOT_RUNNING = "not measured: the node manager was not running"
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class NodeService:
     def __init__(
         self,
         driver: DataPlaneDriver,
+        results: ResultsService,
         state_dir: Path,
         period_ns: int,
         guard_ns: int,
@@ -75,6 +84,7 @@ class NodeService:
         clock_synchronised: bool = False,
     ) -> None:
         self._driver = driver
+        self.results = results
         self._clock = clock
         self.blocks = BlockClock(period_ns)
         self.guard_ns = guard_ns
@@ -84,9 +94,10 @@ class NodeService:
         self._read_lock = threading.Lock()
         self._names_file = state_dir / "names.json"
         self._snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
+        self._flow_resume: dict[str, int] | None = None  # next block to journal, per flow
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.stamp = StampService(driver.in_netns, self, period_ns, clock_synchronised)
+        self.stamp = StampService(driver.in_netns, self, results, period_ns, clock_synchronised)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -162,6 +173,8 @@ class NodeService:
             with self._read_lock:
                 self._driver.update_flows([], flow_del)
                 self._snapshots.forget([f.name for f in flow_del])
+                for f in flow_del:
+                    (self._flow_resume or {}).pop(f.name, None)
         self._driver.set_marking(state.marking)
         for p in pol_del:
             self._driver.remove_policy(p)
@@ -298,8 +311,6 @@ class NodeService:
             names = self._names(requested)
             now = self._clock()
             self._snapshot_if_due(now)
-            start = self._snapshots.get(block - 1)
-            end = self._snapshots.get(block + 1)
             current = self.blocks.block(now)
             if block >= current or now < self.blocks.readable_from(block, self.guard_ns):
                 raise FailedPrecondition(
@@ -307,29 +318,64 @@ class NodeService:
                     f"{_iso(self.blocks.readable_from(block, self.guard_ns))} "
                     f"(now {_iso(now)}, block {current})"
                 )
+            end = self._snapshots.get(block + 1)
             if end is None or not end.complete:
-                raise FailedPrecondition(
-                    f"block {block} was not read inside its safe window (block {block + 1}); "
-                    "the node manager was not running then"
-                )
-            missing = [
-                n for n in names if start is None or n not in start.counts or n not in end.counts
-            ]
-            if missing:
-                raise FailedPrecondition(
-                    f"no baseline for block {block} of flow(s) {', '.join(missing)}: they were "
-                    f"not monitored (or the node manager was down) in block {block - 1}"
-                )
-            width = self._driver.capabilities().counter_width_bits
-            assert start is not None
-            counts = {
-                n: (
-                    counter_delta(end.counts[n][0], start.counts[n][0], width),
-                    counter_delta(end.counts[n][1], start.counts[n][1], width),
-                )
-                for n in names
-            }
+                counts = self._journaled_block(names, block)
+            else:
+                readings = {n: self._from_snapshots(n, block) for n in names}
+                missing = [n for n, r in readings.items() if not r.valid]
+                if missing:
+                    raise FailedPrecondition(
+                        f"no baseline for block {block} of flow(s) {', '.join(missing)}: they "
+                        f"were not monitored (or the node manager was down) in block {block - 1}"
+                    )
+                counts = {n: (r.packets, r.bytes) for n, r in readings.items()}
             return BlockReading(block, colour(block), counts)
+
+    def _from_snapshots(self, name: str, block: int) -> FlowBlock:
+        """Block `block` of one flow from snapshots block-1 and block+1 (present)."""
+        start = self._snapshots.get(block - 1)
+        end = self._snapshots.get(block + 1)
+        if start is None or end is None or name not in start.counts or name not in end.counts:
+            return FlowBlock(name, block, valid=False, reason=NO_BASELINE)
+        width = self._driver.capabilities().counter_width_bits
+        (p1, b1), (p0, b0) = end.counts[name], start.counts[name]
+        return FlowBlock(name, block, counter_delta(p1, p0, width), counter_delta(b1, b0, width))
+
+    def _journaled_block(self, names: list[str], block: int) -> dict[str, Count]:
+        """A block whose snapshots are gone, from the flow-block records journaled then."""
+        counts: dict[str, Count] = {}
+        for name in names:
+            record = self.results.flow_block(name, block)
+            if record is None:
+                raise FailedPrecondition(
+                    f"block {block} of flow {name!r} was not read inside its safe window "
+                    f"(block {block + 1}) and is not in the journal: the node manager was not "
+                    "running then, or the journal's retention removed it"
+                )
+            if not record.valid:
+                raise FailedPrecondition(f"block {block} of flow {name!r}: {record.reason}")
+            counts[name] = (record.packets, record.bytes)
+        return counts
+
+    def _publish_block(self, block: int) -> None:
+        """Journal every flow's count of `block` (just readable), and "not running" records
+        for the blocks a restart missed since the flow's last record."""
+        flows = {f.name: f for f in self._driver.flows()}
+        if self._flow_resume is None:
+            self._flow_resume = {
+                name: last + 1 for name, last in self.results.last_flow_blocks().items()
+            }
+        out = []
+        for name in flows:
+            resume = self._flow_resume.get(name, block)
+            out += [
+                FlowBlock(name, b, valid=False, reason=NOT_RUNNING)
+                for b in range(max(resume, block - MAX_GAP_BLOCKS), block)
+            ]
+            out.append(self._from_snapshots(name, block))
+            self._flow_resume[name] = block + 1
+        self.results.flow_blocks(out, flows)
 
     def _snapshot_if_due(self, now: int) -> None:
         """Read every flow's stable colour once per block, inside the safe window."""
@@ -345,6 +391,7 @@ class NodeService:
             return
         counts = {n: (c[stable].packets, c[stable].bytes) for n, c in read.items()}
         self._snapshots.record(current, counts)
+        self._publish_block(current - 1)
 
     # ---- snapshot thread ---------------------------------------------------------------------
 

@@ -21,17 +21,17 @@ from srv6pm.twamp.counters import BlockCounters
 from srv6pm.twamp.error_estimate import clock_error_estimate
 from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
 from srv6pm.twamp.reflector import Reflector as StampReflector
-from srv6pm.twamp.results import DelayResult, LossResult, ResultStore
+from srv6pm.twamp.results import DelayResult
 from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats
 from srv6pm.twamp.transport import Endpoint, open_socket
 
 from ..domain.errors import FailedPrecondition
 from ..domain.model import Changes, Reflector
 from ..domain.model import SenderSession as SenderSpec
+from .results import ResultsService, SessionResults
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-RESULTS_PER_SESSION = 256
 InNetns = Callable[[Callable[[], socket.socket]], socket.socket]
 
 
@@ -51,6 +51,7 @@ class StampPlan:
 class _Running:
     spec: SenderSpec
     session: SenderSession
+    results: SessionResults
     endpoint: Endpoint
     task: asyncio.Task[None]
 
@@ -60,11 +61,13 @@ class StampService:
         self,
         in_netns: InNetns,
         counters: BlockCounters,
+        results: ResultsService,
         period_ns: int,
         clock_synchronised: bool,
     ) -> None:
         self._in_netns = in_netns
         self._counters = counters
+        self._results = results
         self._period_ns = period_ns
         self._synced = clock_synchronised
         self._loop = asyncio.new_event_loop()
@@ -152,13 +155,11 @@ class StampService:
             # Spread over [T/2, 3T/4) by SSID: thousands of sessions must not all send their
             # loss probe in the same instant (block k stays readable until block k+2 starts).
             read_offset_ns=self._period_ns // 2 + spec.ssid * (self._period_ns // 4) // 65536,
+            resume_from_block=self._results.resume_from(spec.name),
         )
         endpoint = Endpoint(sock)
-        # Until the results pipeline streams them, a few hundred results per session are kept:
-        # 10,000 sessions x 1,024 results would take gigabytes and slow garbage collection.
-        session = SenderSession(
-            config, self._counters, endpoint.send, results=ResultStore(RESULTS_PER_SESSION)
-        )
+        results = self._results.session(spec)
+        session = SenderSession(config, self._counters, endpoint.send, results=results)
         endpoint.serve(session.handle)
         task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
         log.info(
@@ -168,7 +169,7 @@ class StampService:
             spec.reflector_address,
             spec.reflector_port,
         )
-        return _Running(spec, session, endpoint, task)
+        return _Running(spec, session, results, endpoint, task)
 
     @staticmethod
     async def _stop_sender(running: _Running) -> None:
@@ -227,21 +228,18 @@ class StampService:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def results(
-        self, session: str = ""
-    ) -> tuple[list[LossResult], list[DelayResult], dict[str, SenderStats]]:
-        async def collect() -> tuple[list[LossResult], list[DelayResult], dict[str, SenderStats]]:
+    def probes(self, session: str = "") -> tuple[list[DelayResult], dict[str, SenderStats]]:
+        """The recent probes (in memory) and counters of one session or all."""
+
+        async def collect() -> tuple[list[DelayResult], dict[str, SenderStats]]:
             chosen = {n: r for n, r in self._senders.items() if not session or n == session}
-            loss = [x for r in chosen.values() for x in r.session.results.loss]
-            delay = [x for r in chosen.values() for x in r.session.results.delay]
+            probes = [x for r in chosen.values() for x in r.results.probes]
             stats = {
-                n: dataclasses.replace(r.session.stats, results_evicted=r.session.results.evicted)
+                n: dataclasses.replace(r.session.stats, results_evicted=r.results.evicted)
                 for n, r in chosen.items()
             }
-            return loss, delay, stats
+            return probes, stats
 
-        if session and session not in self._senders:
-            raise FailedPrecondition(f"no STAMP session named {session!r} on this node")
         return self._call(collect())
 
     def warnings(self) -> list[str]:
@@ -263,6 +261,14 @@ class StampService:
 
     def session_names(self) -> list[str]:
         return list(self._senders)
+
+    def sender_stats(self) -> SenderStats:
+        """Every session's counters summed (metrics)."""
+        total = SenderStats()
+        for running in list(self._senders.values()):
+            for name, value in dataclasses.asdict(running.session.stats).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
 
     def reflector_stats(self) -> ReflectorStats:
         return self._reflector[0].stats if self._reflector else ReflectorStats()

@@ -1,0 +1,1 @@
+"""Kafka, InfluxDB and HTTP (metrics, health) around the collector."""

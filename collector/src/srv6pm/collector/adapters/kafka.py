@@ -1,0 +1,151 @@
+"""The records topic, read by a consumer group with offsets committed by hand, and the
+dead-letter topic records that cannot become points go to."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class RecordSource:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        extra: dict[str, str] | None = None,
+        on_revoke: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._topic = topic
+        self._on_revoke = on_revoke
+        self.broker_errors = 0
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": f"srv6pm-collector-{group}",
+                # Offsets move only when InfluxDB has accepted the batch (commit()).
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "error_cb": self._on_error,
+                **(extra or {}),
+            }
+        )
+        self._consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
+        self.assignment: list[TopicPartition] = []
+
+    def _on_error(self, error: KafkaError) -> None:
+        self.broker_errors += 1
+        if self.broker_errors in (1, 10) or self.broker_errors % 1000 == 0:
+            log.warning("kafka: %s", error)
+
+    def _assigned(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assignment = list(partitions)
+        log.info("assigned partitions %s", sorted(p.partition for p in partitions))
+
+    def _revoked(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        # Rebalancing (eager): every partition goes; an uncommitted batch must not be committed
+        # now, its records come back from the committed offsets.
+        self.assignment = []
+        self._on_revoke()
+
+    def poll(self, max_records: int, timeout_s: float) -> list[Message]:
+        """Up to `max_records` records (errors are logged and left out)."""
+        out = []
+        for message in self._consumer.consume(max_records, timeout_s):
+            error = message.error()
+            if error is None:
+                out.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                self._on_error(error)
+        return out
+
+    def commit(self, messages: list[Message]) -> None:
+        """Commit past the last of `messages` on each partition (synchronously)."""
+        last: dict[tuple[str, int], int] = {}
+        for m in messages:
+            key = (str(m.topic()), int(m.partition() or 0))
+            last[key] = max(last.get(key, -1), int(m.offset() or 0))
+        if last:
+            self._consumer.commit(
+                offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()],
+                asynchronous=False,
+            )
+
+    def pause(self) -> None:
+        self._consumer.pause(self._consumer.assignment())
+
+    def resume(self) -> None:
+        self._consumer.resume(self._consumer.assignment())
+
+    def lag(self) -> int:
+        """Records in the assigned partitions not yet consumed (from cached watermarks)."""
+        total = 0
+        assigned = self._consumer.assignment()
+        for tp in self._consumer.position(assigned) if assigned else []:
+            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            if tp.offset >= 0 and high >= 0:
+                total += max(0, high - tp.offset)
+        return total
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class DeadLetters:
+    """Records that cannot become points, with the reason and where they came from (headers).
+    Each is acknowledged by the broker before the offset that held it is committed."""
+
+    def __init__(self, bootstrap: str, topic: str, extra: dict[str, str] | None = None) -> None:
+        self._topic = topic
+        self.sent = 0
+        self._errors: list[str] = []
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                **(extra or {}),
+            }
+        )
+
+    def send(self, message: Message, reason: str) -> None:
+        log.warning(
+            "record %s/%d@%d to the dead-letter topic: %s",
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            reason,
+        )
+        self._producer.produce(
+            self._topic,
+            value=message.value(),
+            key=message.key(),
+            headers=[
+                ("srv6pm.reason", reason.encode()),
+                (
+                    "srv6pm.source",
+                    f"{message.topic()}/{message.partition()}@{message.offset()}".encode(),
+                ),
+            ],
+            on_delivery=self._delivered,
+        )
+        self.sent += 1
+
+    def _delivered(self, error: KafkaError | None, _: Message) -> None:
+        if error:
+            self._errors.append(str(error))
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait for every dead letter sent; raise if any was not stored (the batch is retried)."""
+        left = self._producer.flush(timeout_s)
+        errors, self._errors = self._errors, []
+        if left or errors:
+            raise confluent_kafka.KafkaException(
+                f"dead-letter topic: {left} records unacknowledged, errors: {errors[:3]}"
+            )

@@ -1,0 +1,1 @@
+"""Pure parts of the collector: records to InfluxDB points."""

@@ -1,0 +1,1 @@
+"""The collector's use case: consume, write, commit."""

@@ -1,0 +1,170 @@
+"""Records to points: the schema, idempotence, the same lines as influxdb-client, bad records."""
+
+from __future__ import annotations
+
+import pytest
+from influxdb_client import Point, WritePrecision
+from srv6pm.collector.domain import points
+from srv6pm.collector.domain.points import RecordError
+from srv6pm.proto.v1 import records_pb2 as pb
+
+PERIOD = 2_000_000_000
+LABELS = pb.SessionLabels(
+    session="h1-h2 stamp", policy="h1,h2=x", reflector_node="r3", reflector_address="fcf0:23::3"
+)
+
+
+def block(k: int) -> pb.Block:
+    return pb.Block(index=k, start_unix_ns=k * PERIOD, period_ns=PERIOD)
+
+
+def loss_record(**overrides) -> pb.MeasurementRecord:
+    loss = pb.LossRecord(
+        session="h1-h2 stamp",
+        block=10,
+        forward=pb.DirectionLoss(tx=100, rx=97, lost=3, loss_ratio=0.03),
+        reverse=pb.DirectionLoss(tx=50, rx=50, lost=0, loss_ratio=0.0),
+        valid=True,
+        block_info=block(10),
+        labels=LABELS,
+    )
+    for k, v in overrides.items():
+        setattr(loss, k, v)
+    return pb.MeasurementRecord(node="r1", created_unix_ns=123, journal_id=7, loss=loss)
+
+
+def test_a_loss_record_is_one_point_per_direction_at_the_block_start():
+    lines = points.lines(loss_record())
+    assert lines == [
+        "loss,direction=forward,dst_node=r3,policy=h1\\,h2\\=x,session=h1-h2\\ stamp,src_node=r1 "
+        'block=10i,loss_ratio=0.03,lost=3i,reason="",rx=97i,tx=100i,valid=true 20000000000',
+        "loss,direction=reverse,dst_node=r3,policy=h1\\,h2\\=x,session=h1-h2\\ stamp,src_node=r1 "
+        'block=10i,loss_ratio=0.0,lost=0i,reason="",rx=50i,tx=50i,valid=true 20000000000',
+    ]
+
+
+def test_the_same_record_delivered_again_gives_the_same_points():
+    again = loss_record()
+    again.journal_id, again.created_unix_ns = 99, 456  # a re-send after a restart
+    assert points.lines(again) == points.lines(loss_record())
+
+
+def test_lines_equal_what_influxdb_client_formats():
+    record = loss_record()
+    ours = points.lines(record)[0]
+    d = record.loss.forward
+    theirs = (
+        Point("loss")
+        .tag("session", "h1-h2 stamp")
+        .tag("policy", "h1,h2=x")
+        .tag("direction", "forward")
+        .tag("src_node", "r1")
+        .tag("dst_node", "r3")
+        .field("tx", d.tx)
+        .field("rx", d.rx)
+        .field("lost", d.lost)
+        .field("loss_ratio", d.loss_ratio)
+        .field("valid", True)
+        .field("reason", "")
+        .field("block", 10)
+        .time(10 * PERIOD, WritePrecision.NS)
+        .to_line_protocol()
+    )
+    assert ours == theirs
+    quoted = points.line("m", {"t": "a b"}, {"s": 'say "hi" \\o/'}, 1)
+    assert (
+        quoted
+        == Point("m")
+        .tag("t", "a b")
+        .field("s", 'say "hi" \\o/')
+        .time(1, WritePrecision.NS)
+        .to_line_protocol()
+    )
+
+
+def test_an_invalid_loss_record_keeps_its_reason_and_no_counts():
+    record = loss_record(valid=False, reason="probe lost")
+    record.loss.ClearField("forward")
+    record.loss.ClearField("reverse")
+    lines = points.lines(record)
+    assert len(lines) == 2
+    assert all('reason="probe lost"' in x and "valid=false" in x and "tx=" not in x for x in lines)
+
+
+def test_a_delay_record_is_one_point_per_direction():
+    stats = pb.DelayStats(
+        samples=4, min_ns=1, p50_ns=2, p90_ns=3, p99_ns=3, max_ns=3, mean_ns=2, jitter_ns=1
+    )
+    record = pb.MeasurementRecord(
+        node="r1",
+        delay=pb.DelayRecord(
+            session="s",
+            block=10,
+            probes_sent=5,
+            probes_lost=1,
+            two_way=stats,
+            one_way_reason="clocks not synchronised",
+            block_info=block(10),
+            labels=LABELS,
+        ),
+    )
+    two_way, forward, reverse = points.lines(record)
+    assert two_way.startswith("delay,direction=two_way,")
+    assert "p99_ns=3i" in two_way and "valid=true" in two_way and "probes_lost=1i" in two_way
+    for one_way in (forward, reverse):
+        assert "valid=false" in one_way and 'reason="clocks not synchronised"' in one_way
+
+
+def test_a_flow_block_record_is_one_point_tagged_with_node_flow_and_role():
+    record = pb.MeasurementRecord(
+        node="r2",
+        flow_block=pb.FlowBlockRecord(
+            flow="h1-h2",
+            block=10,
+            packets=500,
+            bytes=7000,
+            valid=True,
+            role=pb.ROLE_TRANSIT,
+            flow_mon_id=17,
+            block_info=block(10),
+        ),
+    )
+    assert points.lines(record) == [
+        "flow,flow=h1-h2,node=r2,role=transit block=10i,bytes=7000i,flow_mon_id=17i,"
+        'packets=500i,reason="",valid=true 20000000000'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (b"", "empty record"),
+        (b"\xff\xff\xff", "not a srv6pm.v1.MeasurementRecord"),
+        (pb.MeasurementRecord(node="r1").SerializeToString(), "no known type"),
+    ],
+)
+def test_undecodable_records_are_refused_with_a_reason(value, reason):
+    with pytest.raises(RecordError, match=reason):
+        points.lines(points.decode(value))
+
+
+def test_inconsistent_records_are_refused_with_a_reason():
+    record = loss_record()
+    record.loss.block_info.start_unix_ns += 1
+    with pytest.raises(RecordError, match="block_info"):
+        points.lines(record)
+    record = loss_record()
+    record.loss.forward.lost = 5
+    with pytest.raises(RecordError, match="inconsistent forward"):
+        points.lines(record)
+    record = loss_record()
+    record.loss.ClearField("reverse")
+    with pytest.raises(RecordError, match="without reverse"):
+        points.lines(record)
+    record = loss_record(session="a\nb")
+    with pytest.raises(RecordError, match="control characters"):
+        points.lines(record)
+    record = loss_record()
+    record.node = ""
+    with pytest.raises(RecordError, match="node is empty"):
+        points.lines(record)

@@ -1,0 +1,1 @@
+"""Adapters to the servers and stores around the node manager (its journal, Kafka, metrics)."""

@@ -1,0 +1,120 @@
+"""Results become records in the node's journal before anything else sees them; ReadResults,
+ReadBlock and the Kafka publisher read them back from there."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from srv6pm.proto.v1 import records_pb2 as pb
+from srv6pm.twamp.results import DelayBlock, DelayResult, LossResult
+
+from ..adapters import records
+from ..adapters.journal import Entry, Journal, Kind
+from ..domain.blocks import FlowBlock
+from ..domain.model import MonitoredFlow, SenderSession
+
+PROBES_IN_MEMORY = 256  # per session: ReadResults' recent probes (journaled only when published)
+DEFAULT_LIMIT = 10_000
+
+
+class SessionResults:
+    """One Session-Sender's results (twamp's ResultSink): loss and delay per block are journaled;
+    single probes are kept in memory (and journaled when the node publishes them)."""
+
+    def __init__(self, owner: ResultsService, spec: SenderSession) -> None:
+        self._owner = owner
+        self._labels = records.labels(spec)
+        self.probes: deque[DelayResult] = deque(maxlen=PROBES_IN_MEMORY)
+        self.evicted = 0
+
+    def add_loss(self, result: LossResult) -> None:
+        record = records.loss(result, self._labels, self._owner.period_ns)
+        self._owner.journal_one(
+            Kind.LOSS, result.session, result.block, pb.MeasurementRecord(loss=record)
+        )
+
+    def add_delay_block(self, result: DelayBlock) -> None:
+        record = records.delay(result, self._labels, self._owner.period_ns)
+        self._owner.journal_one(
+            Kind.DELAY, result.session, result.block, pb.MeasurementRecord(delay=record)
+        )
+
+    def add_delay(self, result: DelayResult) -> None:
+        self.evicted += len(self.probes) == self.probes.maxlen
+        self.probes.append(result)
+        if self._owner.publish_probes:
+            block = result.sent_ns // self._owner.period_ns
+            record = records.probe(result, self._labels)
+            self._owner.journal_one(
+                Kind.PROBE, result.session, block, pb.MeasurementRecord(probe=record)
+            )
+
+
+class ResultsService:
+    def __init__(
+        self,
+        journal: Journal,
+        node_id: str,
+        period_ns: int,
+        publish_probes: bool = False,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.journal = journal
+        self.node_id = node_id
+        self.period_ns = period_ns
+        self.publish_probes = publish_probes
+        self._clock = clock
+
+    def _entry(self, kind: Kind, key: str, block: int, record: pb.MeasurementRecord) -> Entry:
+        record.node = self.node_id
+        record.created_unix_ns = now = self._clock()
+        return Entry(kind, key, block, now, record.SerializeToString())
+
+    def journal_one(self, kind: Kind, key: str, block: int, record: pb.MeasurementRecord) -> None:
+        self.journal.append([self._entry(kind, key, block, record)])
+
+    def session(self, spec: SenderSession) -> SessionResults:
+        return SessionResults(self, spec)
+
+    def resume_from(self, session: str) -> int | None:
+        """The first block a restarted session has no loss record of (None: never measured)."""
+        last = self.journal.last_block(Kind.LOSS, session)
+        return None if last is None else last + 1
+
+    def last_flow_blocks(self) -> dict[str, int]:
+        """The last journaled block of every flow."""
+        return self.journal.last_blocks(Kind.FLOW)
+
+    def flow_blocks(self, blocks: Iterable[FlowBlock], flows: dict[str, MonitoredFlow]) -> None:
+        self.journal.append(
+            self._entry(
+                Kind.FLOW,
+                b.flow,
+                b.block,
+                pb.MeasurementRecord(
+                    flow_block=records.flow_block(b, flows[b.flow], self.period_ns)
+                ),
+            )
+            for b in blocks
+            if b.flow in flows
+        )
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def loss(
+        self, session: str, since_block: int, limit: int = DEFAULT_LIMIT
+    ) -> tuple[list[pb.LossRecord], bool]:
+        rows, more = self.journal.records(Kind.LOSS, session or None, since_block, limit)
+        return [pb.MeasurementRecord.FromString(r).loss for r in rows], more
+
+    def delay(
+        self, session: str, since_block: int, limit: int = DEFAULT_LIMIT
+    ) -> tuple[list[pb.DelayRecord], bool]:
+        rows, more = self.journal.records(Kind.DELAY, session or None, since_block, limit)
+        return [pb.MeasurementRecord.FromString(r).delay for r in rows], more
+
+    def flow_block(self, flow: str, block: int) -> pb.FlowBlockRecord | None:
+        row = self.journal.record_of(Kind.FLOW, flow, block)
+        return pb.MeasurementRecord.FromString(row).flow_block if row else None
