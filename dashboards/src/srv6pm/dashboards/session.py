@@ -1,0 +1,209 @@
+"""Per-session detail: one STAMP session's loss, delay, jitter and probes, block by block."""
+
+# S608: the queries are constant templates; Grafana, not this code, fills in the values.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders.dashboard import Dashboard
+from srv6pm.dashboards import panels as p
+
+UID = "srv6pm-session"
+TITLE = "srv6pm / Session detail"
+
+# Regex matches: Grafana interpolates InfluxQL variables in regex format (see fleet.py).
+_SESSION = '"session" =~ /^$session$/'
+_TWO_WAY = "\"direction\" = 'two_way'"
+_ONE_WAY = '"direction" =~ /^(forward|reverse)$/'
+_PERCENTILES = (
+    '"min_ns" AS "min", "p50_ns" AS "p50", "p90_ns" AS "p90", "p99_ns" AS "p99", '
+    '"max_ns" AS "max", "mean_ns" AS "mean"'
+)
+
+
+def build() -> Dashboard:
+    return (
+        p.dashboard(
+            UID,
+            TITLE,
+            "One STAMP session, one point per measurement block: loss in both directions, "
+            "two-way and one-way delay percentiles, jitter, probes, and why blocks are invalid.",
+        )
+        .with_variable(
+            p.variable("policy", "Policy", p.tag_values("loss", "policy"), include_all=True)
+        )
+        .with_variable(
+            p.variable(
+                "session",
+                "Session",
+                p.tag_values("loss", "session", '"policy" =~ /^$policy$/'),
+            )
+        )
+        .with_row(p.row("Loss"))
+        .with_panel(
+            p.timeseries(
+                "Loss ratio per block",
+                "Lost / transmitted packets of each valid block, per direction.",
+                p.RATIO,
+                [
+                    p.target(
+                        'SELECT "loss_ratio" FROM "loss" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
+                        'GROUP BY "direction"',
+                        alias="$tag_direction",
+                    )
+                ],
+                width=8,
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                "Lost packets per block",
+                "Packets lost in each valid block, per direction.",
+                p.COUNT,
+                [
+                    p.target(
+                        'SELECT "lost" FROM "loss" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
+                        'GROUP BY "direction"',
+                        alias="$tag_direction",
+                    )
+                ],
+                bars=True,
+                width=8,
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                "Transmitted / received per block",
+                "Packets counted at the two ends of each direction (tx - rx = lost).",
+                p.COUNT,
+                [
+                    p.target(
+                        'SELECT "tx", "rx" FROM "loss" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
+                        'GROUP BY "direction"',
+                        alias="$tag_direction $col",
+                    )
+                ],
+                width=8,
+            )
+        )
+        .with_row(p.row("Delay"))
+        .with_panel(
+            p.timeseries(
+                "Two-way delay percentiles",
+                "Round-trip delay of each block's probes, reflector turnaround excluded.",
+                p.NANOSECONDS,
+                [
+                    p.target(
+                        f'SELECT {_PERCENTILES} FROM "delay" '
+                        f'WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY} AND "valid" = true',
+                        alias="$col",
+                    )
+                ],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                "One-way delay percentiles",
+                "Forward and reverse delay; empty for blocks whose clocks were not synchronised "
+                "(the reason is in Invalid delay blocks).",
+                p.NANOSECONDS,
+                [
+                    p.target(
+                        f'SELECT {_PERCENTILES} FROM "delay" '
+                        f'WHERE $timeFilter AND {_SESSION} AND {_ONE_WAY} AND "valid" = true '
+                        'GROUP BY "direction"',
+                        alias="$tag_direction $col",
+                    )
+                ],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                "Jitter per block",
+                "Delay variation of each valid block, per direction.",
+                p.NANOSECONDS,
+                [
+                    p.target(
+                        'SELECT "jitter_ns" AS "jitter" FROM "delay" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
+                        'GROUP BY "direction"',
+                        alias="$tag_direction",
+                    )
+                ],
+            )
+        )
+        .with_panel(
+            p.timeseries(
+                "Probes per block",
+                "STAMP test packets sent, lost (no reflected reply) and usable delay samples.",
+                p.COUNT,
+                [
+                    p.target(
+                        'SELECT "probes_sent", "probes_lost", "samples" FROM "delay" '
+                        f"WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY}",
+                        alias="$col",
+                    )
+                ],
+            )
+        )
+        .with_row(p.row("Invalid blocks"))
+        .with_panel(
+            p.table(
+                "Invalid loss blocks",
+                "Blocks of this session without a loss result, newest first.",
+                [
+                    p.target(
+                        'SELECT "direction", "block", "reason" FROM "loss" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = false '
+                        "ORDER BY time DESC LIMIT 500",
+                        table=True,
+                    )
+                ],
+            )
+        )
+        .with_panel(
+            p.table(
+                "Invalid delay blocks",
+                "Blocks of this session without a delay result, newest first.",
+                [
+                    p.target(
+                        'SELECT "direction", "block", "reason" FROM "delay" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "valid" = false '
+                        "ORDER BY time DESC LIMIT 500",
+                        table=True,
+                    )
+                ],
+            )
+        )
+        .with_row(p.row("Probes (needs per-probe export)"))
+        .with_panel(
+            p.timeseries(
+                "Per-probe delay",
+                "From the optional probe measurement (off by default in the collector): "
+                "two-way delay of individual probes, and one-way delay of those sent with "
+                "synchronised clocks, as mean and max per interval.",
+                p.NANOSECONDS,
+                [
+                    p.target(
+                        'SELECT mean("two_way_ns") AS "two_way mean", '
+                        'max("two_way_ns") AS "two_way max" FROM "probe" '
+                        f"WHERE $timeFilter AND {_SESSION} "
+                        "GROUP BY time($__interval) fill(none)",
+                        alias="$col",
+                    ),
+                    p.target(
+                        'SELECT mean("forward_ns") AS "forward mean", '
+                        'mean("reverse_ns") AS "reverse mean" FROM "probe" '
+                        f'WHERE $timeFilter AND {_SESSION} AND "one_way_valid" = true '
+                        "GROUP BY time($__interval) fill(none)",
+                        "B",
+                        alias="$col",
+                    ),
+                ],
+                width=24,
+            )
+        )
+    )
