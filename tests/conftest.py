@@ -40,12 +40,23 @@ def marking_mode() -> pb.MarkingMode:
     return pb.MARKING_MODE_ALTMARK
 
 
-@pytest.fixture(scope="module")
-def lab(request: pytest.FixtureRequest, marking_mode: pb.MarkingMode) -> Iterator[Lab]:
+@contextlib.contextmanager
+def running_lab(
+    request: pytest.FixtureRequest,
+    marking_mode: pb.MarkingMode,
+    node_manager_settings: dict[str, str] | None = None,
+) -> Iterator[Lab]:
+    """A lab of the default topology in the scenario's state, with UDP listeners on both hosts;
+    torn down on exit, with the node managers' logs printed if a test of the module failed."""
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
     topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
-    instance = Lab(topology, prefix=f"t{secrets.token_hex(3)}", base_port=free_port_block(3))
+    instance = Lab(
+        topology,
+        prefix=f"t{secrets.token_hex(3)}",
+        base_port=free_port_block(3),
+        node_manager_settings=node_manager_settings,
+    )
     try:
         instance.up()
         scenario.apply(instance, marking_mode)
@@ -64,6 +75,12 @@ def lab(request: pytest.FixtureRequest, marking_mode: pb.MarkingMode) -> Iterato
                         print(f"--- {router} node manager log ---", *tail, sep="\n")
     finally:
         instance.down()
+
+
+@pytest.fixture(scope="module")
+def lab(request: pytest.FixtureRequest, marking_mode: pb.MarkingMode) -> Iterator[Lab]:
+    with running_lab(request, marking_mode) as instance:
+        yield instance
 
 
 class Blocks:

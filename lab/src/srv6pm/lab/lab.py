@@ -41,9 +41,15 @@ class Lab:
     """
 
     def __init__(
-        self, topology: Topology, prefix: str | None = None, base_port: int | None = None
+        self,
+        topology: Topology,
+        prefix: str | None = None,
+        base_port: int | None = None,
+        node_manager_settings: dict[str, str] | None = None,
     ) -> None:
         self.topology = topology
+        # more settings for every node manager (e.g. kafka_bootstrap), as command-line flags
+        self.node_manager_settings = dict(node_manager_settings or {})
         self.prefix = prefix or topology.name
         if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", self.prefix):
             raise LabError(
@@ -223,6 +229,11 @@ class Lab:
             # every namespace reads the one kernel clock: synchronised by construction
             "--clock-sync",
             "yes",
+            *(
+                arg
+                for name, value in self.node_manager_settings.items()
+                for arg in (f"--{name.replace('_', '-')}", value)
+            ),
         ]
 
     def start_node_manager(self, router: str, wait: bool = True) -> int:

@@ -121,6 +121,8 @@ def stamp_states(
             reverse_flow=REVERSE,
             delay_interval_ms=delay_interval_ms,
             hmac_key=sender_key,
+            policy="to-h2",
+            reflector_node="r3",
         )
     )
     states["r3"].reflector.CopyFrom(

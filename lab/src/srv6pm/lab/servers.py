@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import uuid
@@ -504,3 +505,43 @@ class InfluxServer(_Server):
         """The series of every statement's result ({"name", "columns", "values", "tags"?}),
         times in RFC 3339 or, with epoch ("ns", "u", "ms", "s", ...), integers."""
         return [s for r in self._query(influxql, db, epoch) for s in r.get("series", [])]
+
+
+class CollectorProcess(_Server):
+    """An srv6pm collector (``python -m srv6pm.collector``) with the given settings, serving
+    /healthz and /metrics on 127.0.0.1:``http_port``."""
+
+    name = "collector"
+
+    def __init__(
+        self,
+        workdir: Path,
+        settings: dict[str, str],
+        http_port: int | None = None,
+        *,
+        start_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        super().__init__(workdir, start_timeout, stop_timeout)
+        self.http_port = http_port or free_port()
+        self.settings = settings
+
+    def _prepare(self) -> list[str]:
+        settings = {**self.settings, "http_listen": f"127.0.0.1:{self.http_port}"}
+        flags = [a for k, v in settings.items() for a in (f"--{k.replace('_', '-')}", v)]
+        return [sys.executable, "-m", "srv6pm.collector", *flags]
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=2)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def _serving(self) -> bool:
+        try:
+            return self.get("/healthz")[0] == 200
+        except OSError:
+            return False
