@@ -8,11 +8,14 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import Consumer, Producer
 from conftest import PERIOD_S, running_lab
 from srv6pm.lab import scenario
-from srv6pm.lab.pipeline import ResultsPipeline
+from srv6pm.lab.pipeline import DLQ_TOPIC, TOPIC, ResultsPipeline
 from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
 from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import records_pb2
+from srv6pm.twamp.sender import NOT_RUNNING
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 WAIT_S = 20.0
@@ -133,3 +136,200 @@ def test_loss_delay_and_flow_counts_reach_influxdb_exactly_once(results_lab, pip
         assert len(points) == 1, direction
         assert points[0]["valid"] and points[0]["samples"] == points[0]["probes_sent"] == 1
         assert 0 < points[0]["p50_ns"] < 50_000_000
+
+
+# ---- faults: each during a run of blocks with traffic both ways and a known loss ------------
+
+FORWARD_PACKETS, REVERSE_PACKETS, DROPPED = 50, 30, 2
+WINDOW = 7  # blocks
+FAULT_AT, RECOVER_AT, LOSS_AT = 1, 4, 3  # indexes into the window
+
+
+def run_window(lab, blocks, fault, recover, loss_at: int = LOSS_AT) -> list[int]:
+    """Traffic in every block of a window, `DROPPED` packets lost each way in block `loss_at`,
+    `fault()` in block FAULT_AT and `recover()` in block RECOVER_AT; the window's blocks."""
+    window = []
+    for i in range(WINDOW):
+        window.append(blocks.next())
+        if i == FAULT_AT:
+            fault()
+        if i == RECOVER_AT:
+            recover()
+        if i == loss_at:
+            lab.drop("r2", "r3", DROPPED, dst=FORWARD_SIDS[1])
+            lab.drop("r2", "r1", DROPPED, dst=REVERSE_SIDS[1])
+        lab.send_udp("h1", H2, FORWARD_PACKETS, interval=0.0005)
+        lab.send_udp("h2", H1, REVERSE_PACKETS, interval=0.0005)
+        if i == loss_at:
+            lab.clear_drops("r2")
+    return window
+
+
+def window_points(pipeline, measurement: str, fields: str, window: list[int], group: str):
+    """{group tag values: {block: [points]}} of the window, once every group has every block."""
+    query = (
+        f"SELECT block, {fields} FROM {measurement} WHERE block >= {window[0]} "
+        f"AND block <= {window[-1]} GROUP BY {group}"
+    )
+    deadline = time.monotonic() + WAIT_S + 2 * PERIOD_S * WINDOW
+    while True:
+        found = rows(pipeline, query)
+        per_block = {
+            k: {b: [p for p in v if p["block"] == b] for b in window} for k, v in found.items()
+        }
+        complete = per_block and all(all(v.values()) for v in per_block.values())
+        if complete or time.monotonic() > deadline:
+            return per_block
+        time.sleep(0.5)
+
+
+def assert_every_block_once_with_exact_loss(pipeline, window, not_measured=(), loss_at=LOSS_AT):
+    """Loss: one point per block and direction, `DROPPED` lost in block `loss_at`, none elsewhere;
+    blocks in `not_measured` may instead say why. Flows: one point per block, node and flow;
+    what r2 counted minus what the next node counted is exactly what was dropped there."""
+    loss = window_points(pipeline, "loss", "tx, rx, lost, valid, reason", window, "direction")
+    assert len(loss) == 2, loss.keys()
+    for key, per_block in loss.items():
+        for block, points in per_block.items():
+            assert len(points) == 1, (key, block, points)
+            (p,) = points
+            if block in not_measured and not p["valid"]:
+                continue
+            assert p["valid"], (key, block, p["reason"])
+            expected = DROPPED if block == window[loss_at] else 0
+            assert p["lost"] == expected, (key, block, p)
+    flows = window_points(pipeline, "flow", "packets, valid, reason", window, "flow, node")
+    assert len(flows) == 6, flows.keys()
+    count = {
+        (dict(k)["flow"], dict(k)["node"], b): v[0]
+        for k, pb_ in flows.items()
+        for b, v in pb_.items()
+    }
+    assert all(len(v) == 1 for pb_ in flows.values() for v in pb_.values())
+    for block in window:
+        if block in not_measured:
+            continue
+        dropped = DROPPED if block == window[loss_at] else 0
+        for flow, after in ((FORWARD, "r3"), (REVERSE, "r1")):
+            r2, nxt = count[(flow, "r2", block)], count[(flow, after, block)]
+            assert r2["valid"] and nxt["valid"], (flow, block, r2, nxt)
+            assert r2["packets"] - nxt["packets"] == dropped, (flow, block)
+    return loss
+
+
+def test_a_collector_killed_mid_run_loses_and_duplicates_nothing(results_lab, pipeline, blocks):
+    window = run_window(results_lab, blocks, pipeline.collector.kill, pipeline.collector.start)
+    assert_every_block_once_with_exact_loss(pipeline, window)
+
+
+def test_a_broker_stopped_for_several_blocks_loses_nothing(results_lab, pipeline, blocks):
+    window = run_window(results_lab, blocks, pipeline.kafka.stop, pipeline.kafka.start)
+    assert_every_block_once_with_exact_loss(pipeline, window)
+
+
+def test_influxdb_stopped_for_several_blocks_loses_nothing(results_lab, pipeline, blocks):
+    window = run_window(results_lab, blocks, pipeline.influx.stop, pipeline.influx.start)
+    assert_every_block_once_with_exact_loss(pipeline, window)
+    status, body = pipeline.collector.get("/metrics")
+    assert status == 200 and b"srv6pm_collector_write_errors_total" in body
+
+
+def test_a_node_manager_killed_and_restarted_at_once_loses_no_block(results_lab, pipeline, blocks):
+    lab = results_lab
+
+    def crash() -> None:
+        lab.stop_node_manager("r1", kill=True)
+        time.sleep(0.3)
+        lab.start_node_manager("r1")
+
+    # Back within the block: the block before is still readable at both ends (its colour
+    # returns only in the next block) and is probed late; only a slow start misses it.
+    window = run_window(lab, blocks, crash, lambda: None)
+    loss = assert_every_block_once_with_exact_loss(
+        pipeline, window, not_measured={window[FAULT_AT - 1]}
+    )
+    reasons = {p["reason"] for v in loss.values() for ps in v.values() for p in ps}
+    assert reasons <= {"", NOT_RUNNING}, reasons
+
+
+def test_a_node_manager_down_for_blocks_says_which_it_could_not_measure(
+    results_lab, pipeline, blocks
+):
+    lab = results_lab
+    window = run_window(
+        lab,
+        blocks,
+        lambda: lab.stop_node_manager("r1", kill=True),
+        lambda: lab.start_node_manager("r1"),
+        loss_at=WINDOW - 1,
+    )
+    down = window[FAULT_AT - 1 : RECOVER_AT + 1]
+    loss = assert_every_block_once_with_exact_loss(
+        pipeline, window, not_measured=set(down), loss_at=WINDOW - 1
+    )
+    for per_block in loss.values():
+        # no probe left r1 for these: said once each, not left as a gap
+        for block in window[FAULT_AT : RECOVER_AT - 1]:
+            assert per_block[block][0]["reason"] == NOT_RUNNING, block
+        # its counters have no snapshot from the outage: no baseline on r1's side
+        assert not per_block[window[RECOVER_AT]][0]["valid"]
+    flows = rows(
+        pipeline,
+        f"SELECT block, valid, reason FROM flow WHERE node = 'r1' AND block >= {window[0]} "
+        f"AND block <= {window[-1]} GROUP BY flow",
+    )
+    for points in flows.values():
+        by_block = {p["block"]: p for p in points}
+        assert sorted(by_block) == window and len(points) == len(window)
+        assert (
+            by_block[window[FAULT_AT + 1]]["reason"]
+            == "not measured: the node manager was not running"
+        )
+
+
+def test_malformed_records_go_to_the_dead_letter_topic_and_the_stream_goes_on(
+    results_lab, pipeline, blocks
+):
+    inconsistent = records_pb2.MeasurementRecord(
+        node="r9",
+        loss=records_pb2.LossRecord(
+            session="x",
+            block=5,
+            valid=True,
+            block_info=records_pb2.Block(index=5, start_unix_ns=1, period_ns=2),
+        ),
+    ).SerializeToString()
+    bad = [b"\xff\xff\xff", b"", inconsistent]
+    producer = Producer({"bootstrap.servers": pipeline.kafka.bootstrap})
+    for value in bad:
+        producer.produce(TOPIC, value=value, key=b"r9/x")
+    assert producer.flush(10) == 0
+    block = blocks.next()
+    written = wait_rows(
+        pipeline, f"SELECT lost FROM loss WHERE session = '{SESSION}' AND block = {block}", 1
+    )
+    assert written, "the stream stopped after the malformed records"
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": pipeline.kafka.bootstrap,
+            "group.id": "dlq-reader",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([DLQ_TOPIC])
+    letters = []
+    deadline = time.monotonic() + WAIT_S
+    while len(letters) < len(bad) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            letters.append(message)
+    time.sleep(1)
+    extra = consumer.poll(0.5)
+    consumer.close()
+    assert extra is None
+    assert [m.value() or b"" for m in letters] == bad
+    reasons = [dict(m.headers())["srv6pm.reason"].decode() for m in letters]
+    assert "not a srv6pm.v1.MeasurementRecord" in reasons[0]
+    assert reasons[1] == "empty record"
+    assert "block_info" in reasons[2]

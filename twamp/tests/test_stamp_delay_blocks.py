@@ -135,8 +135,15 @@ def test_a_resumed_session_reports_the_blocks_it_missed_and_probes_the_last_one_
     ]
 
 
-def test_a_session_resumed_past_the_read_point_reports_the_last_block_missed_too():
-    clock = Clock(BLOCK * PERIOD + 900 * MS)
+def test_a_session_resumed_past_the_read_point_probes_the_block_before_at_once():
+    clock = Clock(BLOCK * PERIOD + 700 * MS)
+    s, _, store = session(clock, resume=BLOCK - 1)
+    assert s._resume(clock.now, PERIOD // 2, BLOCK - 1) == clock.now
+    assert not store.loss
+
+
+def test_a_session_resumed_near_the_end_of_a_block_reports_the_block_before_not_measured():
+    clock = Clock(BLOCK * PERIOD + 900 * MS)  # its reply could come after the colour flips
     s, _, store = session(clock, resume=BLOCK - 1)
     assert s._resume(clock.now, PERIOD // 2, BLOCK - 1) == (BLOCK + 1) * PERIOD + PERIOD // 2
-    assert [r.block for r in store.loss] == [BLOCK - 1]
+    assert [(r.block, r.reason) for r in store.loss] == [(BLOCK - 1, NOT_RUNNING)]

@@ -164,18 +164,19 @@ class SenderSession:
             await asyncio.sleep(max(0.0, (wake - self.clock()) / 1e9))
 
     def _resume(self, now: int, offset: int, resume: int) -> int:
-        """When the first loss probe goes, for a session that measured before: the block before
-        this one can still be probed if its read point has not passed (a quick restart); the
-        blocks no probe can measure any more get a "not running" result."""
+        """When the first loss probe goes, for a session that measured before. The block before
+        this one stays readable at both ends until the next block starts (RFC 9341: a colour is
+        reused two blocks later), so a quick restart can still measure it: at this block's read
+        point, or at once if that has passed, unless too near the block's end for the reply to
+        come back in time. Blocks no probe can measure any more get a "not running" result."""
         period = self.config.period_ns
         current = block_of(now, period)
         first, next_loss = current, (current + 1) * period + offset
-        if resume <= current - 1 and now < current * period + offset:
-            first, next_loss = current - 1, current * period + offset
+        if resume <= current - 1 and now < (current + 1) * period - period // 4:
+            first, next_loss = current - 1, max(now, current * period + offset)
         for block in range(max(resume, first - MAX_GAP_BLOCKS), first):
-            self.results.add_loss(
-                LossResult(self.config.name, block, None, None, False, NOT_RUNNING)
-            )
+            gap = LossResult(self.config.name, block, None, None, False, NOT_RUNNING)
+            self.results.add_loss(gap)
         return next_loss
 
     # ---- receiving ---------------------------------------------------------------------------
