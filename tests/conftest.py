@@ -54,7 +54,7 @@ def running_lab(
     instance = Lab(
         topology,
         prefix=f"t{secrets.token_hex(3)}",
-        base_port=free_port_block(3),
+        base_port=free_port_block(6),  # gRPC, then Prometheus ports
         node_manager_settings=node_manager_settings,
     )
     try:

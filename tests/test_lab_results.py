@@ -5,11 +5,14 @@ each flow (the per-hop view), across crashes and outages of every part."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from conftest import PERIOD_S, running_lab
+from prometheus_client.parser import text_string_to_metric_families
 from srv6pm.lab import scenario
 from srv6pm.lab.pipeline import DLQ_TOPIC, TOPIC, ResultsPipeline
 from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
@@ -31,6 +34,7 @@ def pipeline(tmp_path_factory):
 def results_lab(request, pipeline):
     with running_lab(request, pb.MARKING_MODE_ALTMARK, pipeline.node_manager_settings) as lab:
         scenario.apply_states(lab, scenario.stamp_states(lab))
+        time.sleep(3 * PERIOD_S)  # every flow and session has a block of history
         yield lab
 
 
@@ -136,6 +140,35 @@ def test_loss_delay_and_flow_counts_reach_influxdb_exactly_once(results_lab, pip
         assert len(points) == 1, direction
         assert points[0]["valid"] and points[0]["samples"] == points[0]["probes_sent"] == 1
         assert 0 < points[0]["p50_ns"] < 50_000_000
+
+
+def metrics(port: int) -> dict[str, float]:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if not sample.labels or sample.labels.get("outcome") == "written"
+    }
+
+
+def test_node_managers_and_the_collector_export_metrics_and_health(results_lab, pipeline):
+    r1 = metrics(results_lab.metrics_port("r1"))
+    assert r1["srv6pm_stamp_sender_sent_total"] > 0
+    assert r1["srv6pm_kafka_published_total"] > 0
+    assert r1["srv6pm_journal_appended_total"] >= r1["srv6pm_kafka_published_total"]
+    assert r1["srv6pm_apply_seconds_count"] >= 1
+    assert "srv6pm_journal_depth" in r1 and r1["srv6pm_journal_dropped_total"] == 0
+    r3 = metrics(results_lab.metrics_port("r3"))
+    assert r3["srv6pm_stamp_reflector_reflected_total"] > 0
+    collector = metrics(pipeline.collector.http_port)
+    assert collector["srv6pm_collector_points_written_total"] > 0
+    assert collector["srv6pm_collector_records_total"] > 0
+    assert collector["srv6pm_collector_record_age_seconds_count"] > 0
+    assert "srv6pm_collector_consumer_lag" in collector
+    status, body = pipeline.collector.get("/healthz")
+    health = json.loads(body)
+    assert status == 200 and health["influxdb"] == "ok" and health["partitions"] == [0, 1, 2]
 
 
 # ---- faults: each during a run of blocks with traffic both ways and a known loss ------------
@@ -285,6 +318,19 @@ def test_a_node_manager_down_for_blocks_says_which_it_could_not_measure(
             by_block[window[FAULT_AT + 1]]["reason"]
             == "not measured: the node manager was not running"
         )
+
+    # the restarted node manager serves what it measured before the crash, from its journal
+    r1 = scenario.stub(lab, "r1")
+    kept = r1.ReadResults(pb.ReadResultsRequest(session=SESSION, since_block=window[0]))
+    assert [r.block for r in kept.loss if r.block <= window[-1]] == window
+    # a block older than its snapshots, read back as journaled (and as InfluxDB has it)
+    before = window[0] - 1
+    (old,) = r1.ReadBlock(pb.ReadBlockRequest(block=before, flows=[FORWARD])).flows
+    (journaled,) = rows(
+        pipeline,
+        f"SELECT packets FROM flow WHERE node = 'r1' AND flow = '{FORWARD}' AND block = {before}",
+    )[()]
+    assert old.packets == journaled["packets"] > 0
 
 
 def test_malformed_records_go_to_the_dead_letter_topic_and_the_stream_goes_on(

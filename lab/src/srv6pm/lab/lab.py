@@ -91,6 +91,10 @@ class Lab:
             return self.topology.routers[router].grpc_port
         return self.base_port + list(self.topology.routers).index(router)
 
+    def metrics_port(self, router: str) -> int:
+        """The node manager's Prometheus port: the gRPC ports' block, then as many again."""
+        return self.grpc_port(router) + len(self.topology.routers)
+
     def grpc_address(self, router: str) -> str:
         """``127.0.0.1:<port>`` of ``router``'s node manager (as recorded, once started)."""
         info = self._read_state().get("node_managers", {}).get(router)
@@ -229,6 +233,8 @@ class Lab:
             # every namespace reads the one kernel clock: synchronised by construction
             "--clock-sync",
             "yes",
+            "--metrics-listen",
+            f"127.0.0.1:{self.metrics_port(router)}",
             *(
                 arg
                 for name, value in self.node_manager_settings.items()

@@ -4,8 +4,6 @@ dead-letter topic records that cannot become points go to."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
@@ -19,10 +17,8 @@ class RecordSource:
         topic: str,
         group: str,
         extra: dict[str, str] | None = None,
-        on_revoke: Callable[[], None] = lambda: None,
     ) -> None:
         self._topic = topic
-        self._on_revoke = on_revoke
         self.broker_errors = 0
         self._consumer = Consumer(
             {
@@ -49,10 +45,8 @@ class RecordSource:
         log.info("assigned partitions %s", sorted(p.partition for p in partitions))
 
     def _revoked(self, _: Consumer, partitions: list[TopicPartition]) -> None:
-        # Rebalancing (eager): every partition goes; an uncommitted batch must not be committed
-        # now, its records come back from the committed offsets.
+        # Called only while polling, between batches: no batch is ever half done here.
         self.assignment = []
-        self._on_revoke()
 
     def poll(self, max_records: int, timeout_s: float) -> list[Message]:
         """Up to `max_records` records (errors are logged and left out)."""
