@@ -4,6 +4,7 @@ dead-letter topic records that cannot become points go to."""
 from __future__ import annotations
 
 import logging
+
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
