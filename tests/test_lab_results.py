@@ -13,6 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from conftest import PERIOD_S, running_lab
 from prometheus_client.parser import text_string_to_metric_families
+from srv6pm.dashboards import generate
+from srv6pm.dashboards.queries import panel_queries, variable_queries
 from srv6pm.lab import scenario
 from srv6pm.lab.pipeline import DLQ_TOPIC, TOPIC, ResultsPipeline
 from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
@@ -32,7 +34,8 @@ def pipeline(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results_lab(request, pipeline):
-    with running_lab(request, pb.MARKING_MODE_ALTMARK, pipeline.node_manager_settings) as lab:
+    settings = {**pipeline.node_manager_settings, "publish_probes": "true"}
+    with running_lab(request, pb.MARKING_MODE_ALTMARK, settings) as lab:
         scenario.apply_states(lab, scenario.stamp_states(lab))
         time.sleep(3 * PERIOD_S)  # every flow and session has a block of history
         yield lab
@@ -379,3 +382,68 @@ def test_malformed_records_go_to_the_dead_letter_topic_and_the_stream_goes_on(
     assert "not a srv6pm.v1.MeasurementRecord" in reasons[0]
     assert reasons[1] == "empty record"
     assert "block_info" in reasons[2]
+
+
+# ---- dashboards: every panel's query, run against what the lab measured ----------------------
+
+
+def test_every_dashboard_panel_shows_what_the_lab_measured(results_lab, pipeline, blocks):
+    lab = results_lab
+    first = blocks.next()
+    # r2 down for a block: its counts of the block after are not measurable (no baseline)
+    lab.stop_node_manager("r2", kill=True)
+    time.sleep(PERIOD_S)
+    lab.start_node_manager("r2")
+    inject_loss(lab, blocks)
+    probe_lost = blocks.next()
+    lab.send_udp("h1", H2, FORWARD_PACKETS, interval=0.0005)
+    # the block's loss probe leaves r1 in the middle of the next block: drop exactly that packet
+    time.sleep(max(0.0, blocks.start(probe_lost + 1) + 0.2 - time.time()))
+    lab.drop("r2", "r3", 1, dst=FORWARD_SIDS[1])
+    time.sleep(max(0.0, blocks.start(probe_lost + 2) - time.time()))
+    lab.clear_drops("r2")
+    last = probe_lost + 1
+    wait_rows(pipeline, f"SELECT * FROM delay WHERE block = {last} GROUP BY *", 3)
+    wait_rows(pipeline, f"SELECT * FROM loss WHERE block = {probe_lost} GROUP BY *", 2)
+
+    ms = int(PERIOD_S * 1000)
+    window = {"time_from": first * ms, "time_to": (last + 1) * ms - 1}
+    variables = {"policy": "to-h2", "session": SESSION, "flow": FORWARD}
+    shown: dict[str, list] = {}
+    for uid, dashboard in generate().items():
+        for title, query in panel_queries(dashboard, variables, **window):
+            shown.setdefault(f"{uid}: {title}", []).extend(pipeline.query(query))
+        for name, query in variable_queries(dashboard, variables):
+            assert pipeline.query(query), (uid, name, query)
+    empty = sorted(title for title, series in shown.items() if not series)
+    assert not empty, f"panels with nothing to show: {empty}"
+
+    def values(title: str, column: str) -> dict[str, list]:
+        out: dict[str, list] = {}
+        for series in shown[title]:
+            key = ",".join(v for _, v in sorted((series.get("tags") or {}).items())) or "-"
+            i = series["columns"].index(column)
+            out.setdefault(key, []).extend(v[i] for v in series["values"] if v[i] is not None)
+        return out
+
+    # forward: the 5 dropped, and the dropped probe itself (a packet of the flow, next block)
+    lost = values("srv6pm-fleet: Top 10 lossy policies", "lost")
+    assert lost == {"forward,to-h2": [6], "reverse,to-h2": [3]}
+    per_block = values("srv6pm-session: Lost packets per block", "lost")
+    assert sorted(per_block["forward"]) == [0] * (len(per_block["forward"]) - 2) + [1, 5]
+    assert sorted(per_block["reverse"]) == [0] * (len(per_block["reverse"]) - 1) + [3]
+    invalid = values("srv6pm-session: Invalid loss blocks", "block")
+    assert invalid == {"-": [probe_lost, probe_lost]}  # both directions of the lost probe
+    reasons = values("srv6pm-session: Invalid loss blocks", "reason")
+    assert set(reasons["-"]) == {"probe lost"}
+    probes = values("srv6pm-fleet: STAMP probes lost per policy", "probes_lost")
+    assert sum(probes["to-h2"]) == 1
+    path = values("srv6pm-flows: Path loss per block", "lost")
+    assert sorted(path["-"])[-1] == 5 and sum(path["-"]) == 5 + 1  # + the dropped probe
+    assert values("srv6pm-flows: Invalid flow counts", "node") == {"-": ["r2"]}
+    assert values("srv6pm-flows: Invalid flow counts", "block") == {"-": [first + 1]}
+    assert values("srv6pm-flows: Packets per node per block", "packets").keys() == {
+        "r1,ingress",
+        "r2,transit",
+        "r3,egress",
+    }
