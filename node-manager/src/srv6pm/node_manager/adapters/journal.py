@@ -15,6 +15,7 @@ records only.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import queue
@@ -84,8 +85,10 @@ class Journal:
         self._max_bytes = max_bytes
         self._queue: queue.Queue[Entry | list[int] | None] = queue.Queue(queue_size)
         self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         self.stats = JournalStats()
         self._committed = threading.Condition()
+        self._closing = threading.Event()
         self._enqueued = 0  # entries and marks handed to the writer
         self._done = 0  # of which committed (or given up)
         with self._connect() as db:
@@ -94,7 +97,8 @@ class Journal:
         self._thread.start()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, timeout=30, isolation_level=None)
+        # closed by close() from another thread; each is used by one thread only
+        db = sqlite3.connect(self._path, timeout=30, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")  # the WAL is fsync'd at every commit
         return db
@@ -104,6 +108,7 @@ class Journal:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = self._connect()
+            self._readers.append(db)
         return db
 
     # ---- writes ------------------------------------------------------------------------------
@@ -143,11 +148,14 @@ class Journal:
             stop = None in batch
             items = [b for b in batch if b is not None]
             while items and not self._commit(db, items):
+                if self._closing.is_set():
+                    log.error("journal closed: %d records could not be written", len(items))
+                    break
                 time.sleep(RETRY_S)
             with self._committed:
                 self._done += len(items)
                 self._committed.notify_all()
-            if stop:
+            if stop or (self._closing.is_set() and self._queue.empty()):
                 db.close()
                 return
             if time.monotonic() >= next_housekeeping:
@@ -226,8 +234,13 @@ class Journal:
         return size
 
     def close(self) -> None:
-        self._queue.put(None)  # blocks if full: close waits for the writer to catch up
+        """Commit what is queued and stop; a disk that keeps failing is not waited for."""
+        self._closing.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put(None, timeout=RETRY_S)
         self._thread.join(timeout=30)
+        for db in self._readers:
+            db.close()
 
     # ---- reads (committed records only) ------------------------------------------------------
 
