@@ -3,20 +3,24 @@
 Builds h1 - r1 - r2 - r3 - h2 in network namespaces, programs the SR policies and per-flow
 monitoring, sends traffic both ways for a few blocks, drops a known number of packets between r2
 and r3 in one block, and prints what every router counted, block by block, with the loss per
-segment, then what STAMP measured, then a TCP transfer counted segment by segment. Tears
-everything down at the end.
+segment, then what STAMP measured, then the same results as they reached InfluxDB (node journal
+-> Kafka -> collector), then a TCP transfer counted segment by segment. Runs its own Kafka,
+InfluxDB and collector (`make servers` installed them) and tears everything down at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 from . import scenario
 from .lab import Lab
+from .pipeline import ResultsPipeline
 from .topology import Topology
 
 ROUTERS = ("r1", "r2", "r3")
@@ -72,6 +76,36 @@ def _report_stamp(lab: Lab, first: int, blocks: int) -> None:
     print("  (each block also carries the previous block's probe and its reply)")
 
 
+def _report_influxdb(pipeline: ResultsPipeline, first: int, blocks: int) -> None:
+    """The same blocks as InfluxDB holds them, once the collector has written the last one."""
+    where = f"block >= {first} AND block < {first + blocks}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        loss = pipeline.query(
+            f"SELECT block, tx, rx, lost, valid FROM loss WHERE {where} GROUP BY direction"
+        )
+        if sum(len(s["values"]) for s in loss) >= 2 * blocks:
+            break
+        time.sleep(0.5)
+    print(f"InfluxDB ({pipeline.influx.url}, database srv6pm), written by the collector:")
+    for series in loss:
+        direction = series["tags"]["direction"]
+        for _, block, tx, rx, lost, valid in series["values"]:
+            shown = f"tx {tx} rx {rx} lost {lost}" if valid else "invalid"
+            print(f"  loss {direction:>7} block {block}: {shown}")
+    flows = pipeline.query(
+        f"SELECT block, packets FROM flow WHERE {where} AND flow = '{scenario.FORWARD}' "
+        "GROUP BY node"
+    )
+    for series in flows:
+        counts = ", ".join(f"{b}: {p}" for _, b, p in series["values"])
+        print(f"  flow {scenario.FORWARD} counted by {series['tags']['node']}: {counts}")
+    print(
+        "  (Grafana: provision dashboards/provisioning and dashboards/generated; see "
+        "dashboards/README.md)"
+    )
+
+
 def _tcp(lab: Lab, period_s: float, nbytes: int = 50 << 20) -> None:
     """A TCP bulk transfer with the hosts' offloads on: every router counts each segment."""
     scenario.apply(lab)  # no STAMP session now: its probes would be counted with the flows
@@ -94,8 +128,18 @@ def _tcp(lab: Lab, period_s: float, nbytes: int = 50 << 20) -> None:
 
 
 def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="srv6pm-demo-") as workdir:
+        print("starting Kafka, InfluxDB and the collector ...")
+        with ResultsPipeline(Path(workdir)) as pipeline:
+            print(f"  Kafka {pipeline.kafka.bootstrap}, InfluxDB {pipeline.influx.url}")
+            return _run_lab(pipeline, period_s, prefix, base_port, blocks)
+
+
+def _run_lab(
+    pipeline: ResultsPipeline, period_s: float, prefix: str, base_port: int | None, blocks: int
+) -> int:
     topology = Topology.load("default").model_copy(update={"period_s": period_s})
-    lab = Lab(topology, prefix=prefix, base_port=base_port)
+    lab = Lab(topology, prefix, base_port, pipeline.node_manager_settings)
     print(f"building the lab (namespaces {prefix}-*), one node manager per router ...")
     lab.up()
     try:
@@ -132,6 +176,7 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int) -> int
                 _report(block, _read(lab, block), 5 if block in injected else 0)
             time.sleep(max(0.0, (first + blocks + 1) * period_s + 0.5 - time.time()))
             _report_stamp(lab, first, blocks)
+            _report_influxdb(pipeline, first, blocks)
             _tcp(lab, period_s)
     finally:
         print("tearing the lab down ...")
