@@ -93,10 +93,10 @@ class Settings(BaseSettings):
         return cls(**{**data, **overrides})
 
 
-def settings_markdown() -> str:
-    """The settings table of docs/CONFIGURATION.md, generated from the model."""
+def settings_markdown(model: type[BaseSettings] = Settings) -> str:
+    """A settings table of docs/CONFIGURATION.md, generated from the model (SRV6PM_ prefix)."""
     rows = ["| setting | env | flag | default | meaning |", "|---|---|---|---|---|"]
-    for name, field in Settings.model_fields.items():
+    for name, field in model.model_fields.items():
         default = field.get_default(call_default_factory=True)
         default = "(packaged)" if default is None else default
         rows.append(
