@@ -75,6 +75,12 @@ def test_lab_names_and_ports() -> None:
         "10",
         "--clock-sync",
         "yes",
+        "--metrics-listen",
+        "127.0.0.1:7003",  # after the gRPC ports of the two routers
+    ]
+    assert Lab(topo, "x", 7000, {"kafka_bootstrap": "k:9092"}).node_manager_argv("r1")[-2:] == [
+        "--kafka-bootstrap",
+        "k:9092",
     ]
     with pytest.raises(Exception, match="invalid prefix"):
         Lab(topo, prefix="Bad Prefix")

@@ -76,6 +76,9 @@ class StampService:
         self._senders: dict[str, _Running] = {}
         self._reflector_spec = Reflector()
         self._reflector: tuple[StampReflector, Endpoint] | None = None
+        # Sessions of the first state applied by this process (the one restored after a
+        # restart) carry on from their journaled blocks; later ones start afresh.
+        self._resuming = True
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -136,6 +139,7 @@ class StampService:
         while plan.new:
             spec, sock = plan.new.pop(0)
             self._senders[spec.name] = self._call(self._start_sender(spec, sock))
+        self._resuming = False
         if plan.reflector_changed:
             listening, plan.reflector_socket = plan.reflector_socket, None
             self._apply_reflector(plan.reflector, listening)
@@ -155,7 +159,7 @@ class StampService:
             # Spread over [T/2, 3T/4) by SSID: thousands of sessions must not all send their
             # loss probe in the same instant (block k stays readable until block k+2 starts).
             read_offset_ns=self._period_ns // 2 + spec.ssid * (self._period_ns // 4) // 65536,
-            resume_from_block=self._results.resume_from(spec.name),
+            resume_from_block=self._results.resume_from(spec.name) if self._resuming else None,
         )
         endpoint = Endpoint(sock)
         results = self._results.session(spec)
