@@ -2,20 +2,24 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from srv6pm.collector.__main__ import _parse
 from srv6pm.collector.config import Settings
-from srv6pm.node_manager.config import settings_markdown
+from srv6pm.common.settings import markdown, parse
 
 DOC = Path(__file__).parents[2] / "docs" / "CONFIGURATION.md"
 
 
 def test_configuration_doc_lists_every_collector_setting_as_the_code_defines_it():
-    assert settings_markdown(Settings) in DOC.read_text()
+    assert markdown(Settings) in DOC.read_text()
 
 
 def test_flags_and_environment_configure_the_collector(monkeypatch):
     monkeypatch.setenv("SRV6PM_INFLUX_URL", "http://influxdb:8086")
-    settings = _parse(["--batch-size", "100", "--kafka-config", '{"security.protocol": "SSL"}'])
+    settings = parse(
+        Settings,
+        ["--batch-size", "100", "--kafka-config", '{"security.protocol": "SSL"}'],
+        "c",
+        None,
+    )
     assert settings.batch_size == 100 and settings.influx_url == "http://influxdb:8086"
     assert settings.kafka_config == {"security.protocol": "SSL"}
 

@@ -2,13 +2,14 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from srv6pm.node_manager.config import Settings, settings_markdown
+from srv6pm.common.settings import markdown
+from srv6pm.node_manager.config import Settings
 
 DOC = Path(__file__).parents[2] / "docs" / "CONFIGURATION.md"
 
 
 def test_configuration_doc_lists_every_setting_as_the_code_defines_it():
-    assert settings_markdown() in DOC.read_text()
+    assert markdown(Settings) in DOC.read_text()
 
 
 def test_guard_must_leave_the_block_readable_before_its_colour_returns():

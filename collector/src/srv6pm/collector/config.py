@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import yaml
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from srv6pm.common import settings
 
 
 class Settings(BaseSettings):
@@ -51,9 +48,4 @@ class Settings(BaseSettings):
     @field_validator("kafka_config", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
-        return json.loads(value) if isinstance(value, str) else value
-
-    @classmethod
-    def from_file(cls, path: Path, **overrides: object) -> Settings:
-        data = yaml.safe_load(path.read_text()) or {}
-        return cls(**{**data, **overrides})
+        return settings.json_object(value)

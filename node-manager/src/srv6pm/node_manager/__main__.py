@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
 import threading
-from pathlib import Path
 
-from pydantic import ValidationError
+from srv6pm.common.settings import parse
 
 from .config import Settings
 from .domain.errors import NodeManagerError
 from .server import NodeManagerServer
 
 
-def _parse(argv: list[str] | None) -> Settings:
-    parser = argparse.ArgumentParser(prog="srv6pm-node-manager", description=__doc__)
-    parser.add_argument("--config", type=Path, help="YAML file with settings")
-    for name, field in Settings.model_fields.items():
-        parser.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, default=None, help=field.description
-        )
-    args = vars(parser.parse_args(argv))
-    config = args.pop("config")
-    overrides = {k: v for k, v in args.items() if v is not None}
-    try:
-        return Settings.from_file(config, **overrides) if config else Settings(**overrides)
-    except ValidationError as e:
-        parser.error(str(e))
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
-    settings = _parse(argv)
+    settings = parse(Settings, argv, "srv6pm-node-manager", __doc__)
     logging.basicConfig(
         level=settings.log_level,
         format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",

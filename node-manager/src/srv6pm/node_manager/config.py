@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from srv6pm.common import settings
 
 
 class Settings(BaseSettings):
@@ -67,7 +66,7 @@ class Settings(BaseSettings):
     @field_validator("kafka_config", mode="before")
     @classmethod
     def _json_object(cls, value: object) -> object:
-        return json.loads(value) if isinstance(value, str) else value
+        return settings.json_object(value)
 
     @model_validator(mode="after")
     def _guard_below_half_period(self) -> Settings:
@@ -87,24 +86,6 @@ class Settings(BaseSettings):
     def guard_ns(self) -> int:
         return self.guard_ms * 1_000_000
 
-    @classmethod
-    def from_file(cls, path: Path, **overrides: object) -> Settings:
-        data = yaml.safe_load(path.read_text()) or {}
-        return cls(**{**data, **overrides})
-
-
-def settings_markdown(model: type[BaseSettings] = Settings) -> str:
-    """A settings table of docs/CONFIGURATION.md, generated from the model (SRV6PM_ prefix)."""
-    rows = ["| setting | env | flag | default | meaning |", "|---|---|---|---|---|"]
-    for name, field in model.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        default = "(packaged)" if default is None else default
-        rows.append(
-            f"| {name} | SRV6PM_{name.upper()} | --{name.replace('_', '-')} | "
-            f"{default} | {field.description} |"
-        )
-    return "\n".join(rows) + "\n"
-
 
 if __name__ == "__main__":
-    print(settings_markdown(), end="")
+    print(settings.markdown(Settings), end="")

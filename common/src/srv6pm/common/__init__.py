@@ -1,0 +1,1 @@
+"""What every srv6pm service shares."""
