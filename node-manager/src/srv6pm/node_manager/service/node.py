@@ -173,8 +173,9 @@ class NodeService:
             with self._read_lock:
                 self._driver.update_flows([], flow_del)
                 self._snapshots.forget([f.name for f in flow_del])
-                for f in flow_del:
-                    (self._flow_resume or {}).pop(f.name, None)
+                for f in flow_del:  # one added again later starts afresh, with no gap
+                    if self._flow_resume is not None:
+                        self._flow_resume.pop(f.name, None)
         self._driver.set_marking(state.marking)
         for p in pol_del:
             self._driver.remove_policy(p)
