@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 
+from srv6pm.common.process import configure_logging, serve
 from srv6pm.common.settings import parse
 
 from .config import Settings
@@ -16,22 +15,13 @@ from .server import NodeManagerServer
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse(Settings, argv, "srv6pm-node-manager", __doc__)
-    logging.basicConfig(
-        level=settings.log_level,
-        format="ts=%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",
-    )
+    configure_logging(settings.log_level)
     try:
         server = NodeManagerServer(settings)
     except NodeManagerError as e:
         logging.getLogger("srv6pm.node_manager").error("cannot start: %s", e)
         return 2
-    server.start()
-    stopped = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
-    stopped.wait()
-    server.stop()
-    return 0
+    return serve(server)
 
 
 if __name__ == "__main__":
