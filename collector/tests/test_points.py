@@ -168,3 +168,59 @@ def test_inconsistent_records_are_refused_with_a_reason():
     record.node = ""
     with pytest.raises(RecordError, match="node is empty"):
         points.lines(record)
+
+
+def test_the_fast_formatters_write_what_the_generic_line_writes():
+    """Each measurement's fixed field order equals sorting (what influxdb-client does)."""
+    stats = pb.DelayStats(
+        samples=2, min_ns=1, p50_ns=2, p90_ns=3, p99_ns=4, max_ns=5, mean_ns=6, jitter_ns=7
+    )
+    record = pb.MeasurementRecord(
+        node="r1",
+        delay=pb.DelayRecord(
+            session="s",
+            block=10,
+            probes_sent=2,
+            probes_lost=0,
+            two_way=stats,
+            forward=stats,
+            reverse=stats,
+            block_info=block(10),
+            labels=LABELS,
+        ),
+    )
+    tags = {"session": "s", "policy": "h1,h2=x", "src_node": "r1", "dst_node": "r3"}
+    fields = {
+        "block": 10,
+        "probes_sent": 2,
+        "probes_lost": 0,
+        "valid": True,
+        "reason": "",
+        **{f: getattr(stats, f) for f in ("samples", "min_ns", "p50_ns", "p90_ns")},
+        **{f: getattr(stats, f) for f in ("p99_ns", "max_ns", "mean_ns", "jitter_ns")},
+    }
+    assert points.lines(record) == [
+        points.line("delay", {**tags, "direction": d}, fields, 10 * PERIOD)
+        for d in ("two_way", "forward", "reverse")
+    ]
+    probe = pb.MeasurementRecord(
+        node="r1",
+        probe=pb.ProbeRecord(
+            session="s",
+            seq=3,
+            sent_unix_ns=5,
+            two_way_ns=9,
+            one_way_valid=True,
+            forward_ns=4,
+            reverse_ns=5,
+            labels=LABELS,
+        ),
+    )
+    assert points.lines(probe) == [
+        points.line(
+            "probe",
+            tags,
+            {"seq": 3, "two_way_ns": 9, "one_way_valid": True, "forward_ns": 4, "reverse_ns": 5},
+            5,
+        )
+    ]

@@ -35,6 +35,7 @@ class RecordSource:
         )
         self._consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
         self.assignment: list[TopicPartition] = []
+        self._lag = 0
 
     def _on_error(self, error: KafkaError) -> None:
         self.broker_errors += 1
@@ -58,6 +59,7 @@ class RecordSource:
                 out.append(message)
             elif error.code() != KafkaError._PARTITION_EOF:
                 self._on_error(error)
+        self._measure_lag()
         return out
 
     def commit(self, messages: list[Message]) -> None:
@@ -72,21 +74,19 @@ class RecordSource:
                 asynchronous=False,
             )
 
-    def pause(self) -> None:
-        self._consumer.pause(self._consumer.assignment())
-
-    def resume(self) -> None:
-        self._consumer.resume(self._consumer.assignment())
-
     def lag(self) -> int:
-        """Records in the assigned partitions not yet consumed (from cached watermarks)."""
+        """Records in the assigned partitions not yet consumed, as of the last poll: computed
+        there, on the consuming thread (a Consumer call from another thread waits for the
+        consume() in progress, which would hang a metrics scrape)."""
+        return self._lag
+
+    def _measure_lag(self) -> None:
         total = 0
-        assigned = self._consumer.assignment()
-        for tp in self._consumer.position(assigned) if assigned else []:
+        for tp in self._consumer.position(self.assignment) if self.assignment else []:
             _, high = self._consumer.get_watermark_offsets(tp, cached=True)
             if tp.offset >= 0 and high >= 0:
                 total += max(0, high - tp.offset)
-        return total
+        self._lag = total
 
     def close(self) -> None:
         self._consumer.close()

@@ -8,13 +8,16 @@ time) is a tag or the timestamp.
 The schema (docs/RESULTS.md): measurements `loss`, `delay`, `flow`, `probe`.
 
 Lines are formatted here rather than with influxdb-client's Point: the same output (a test
-compares them) at a fraction of the cost, on the collector's hot path (docs/BENCHMARKS.md).
+compares them) at a fraction of the cost, on the collector's hot path (docs/BENCHMARKS.md):
+each measurement's fields in a fixed (sorted) order, each series formatted and checked once.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Callable
 
 from google.protobuf.message import DecodeError
 from srv6pm.proto.v1 import records_pb2 as pb
@@ -45,12 +48,19 @@ def _field(value: Field) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def line(measurement: str, tags: dict[str, str], fields: dict[str, Field], time_ns: int) -> str:
-    """One point in line protocol; tags sorted (InfluxDB's series key order), empty tags left
+def series_key(measurement: str, tags: dict[str, str]) -> str:
+    """`measurement,tag=value,...`: tags sorted (InfluxDB's series key order), empty tags left
     out (InfluxDB refuses them)."""
-    tag_part = "".join(f",{k}={_tag(v)}" for k, v in sorted(tags.items()) if v)
-    field_part = ",".join(f"{k}={_field(v)}" for k, v in sorted(fields.items()))
-    return f"{measurement}{tag_part} {field_part} {time_ns}"
+    return measurement + "".join(f",{k}={_tag(v)}" for k, v in sorted(tags.items()) if v)
+
+
+def fields_part(fields: dict[str, Field]) -> str:
+    return ",".join(f"{k}={_field(v)}" for k, v in sorted(fields.items()))
+
+
+def line(measurement: str, tags: dict[str, str], fields: dict[str, Field], time_ns: int) -> str:
+    """One point in line protocol."""
+    return f"{series_key(measurement, tags)} {fields_part(fields)} {time_ns}"
 
 
 def _label(value: str, what: str) -> str:
@@ -65,6 +75,17 @@ def _text(value: str, what: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _series(measurement: str, tags: tuple[tuple[str, str, str], ...]) -> str:
+    """`measurement,tag=value,...` (keys sorted) from (key, value, what) after checking every
+    value: a session's few series are formatted and checked once, not once per record."""
+    return series_key(measurement, {k: (_label(v, what) if what else v) for k, v, what in tags})
+
+
+def _reason(value: str) -> str:
+    return _field(_text(value, "reason")) if value else '""'
+
+
 def _block_time(block: int, info: pb.Block) -> int:
     if not info.period_ns:
         raise RecordError(f"block {block}: no block period")
@@ -76,79 +97,68 @@ def _block_time(block: int, info: pb.Block) -> int:
     return int(info.start_unix_ns)
 
 
-def _session_tags(
-    record: pb.MeasurementRecord, labels: pb.SessionLabels, session: str
-) -> dict[str, str]:
-    return {
-        "session": _label(session, "session"),
-        "policy": _text(labels.policy or session, "policy"),
-        "src_node": _label(record.node, "node"),
-        "dst_node": _text(labels.reflector_node or labels.reflector_address, "reflector node"),
-    }
+def _session_series(
+    measurement: str, record: pb.MeasurementRecord, labels: pb.SessionLabels, session: str
+) -> Callable[[str], str]:
+    """The series of a session's points, by direction."""
+    base = (
+        ("session", session, "session"),
+        ("policy", labels.policy or session, "policy"),
+        ("src_node", record.node, "node"),
+        ("dst_node", labels.reflector_node or labels.reflector_address, ""),
+    )
+    if base[3][1]:
+        _text(base[3][1], "reflector node")
+    return lambda direction: _series(measurement, (*base, ("direction", direction, "")))
 
 
 def _loss(record: pb.MeasurementRecord) -> list[str]:
     r = record.loss
     time_ns = _block_time(r.block, r.block_info)
-    tags = _session_tags(record, r.labels, r.session)
+    series = _session_series("loss", record, r.labels, r.session)
+    reason = _reason(r.reason)
     out = []
-    for direction, has, d in (
-        ("forward", r.HasField("forward"), r.forward),
-        ("reverse", r.HasField("reverse"), r.reverse),
-    ):
-        fields: dict[str, Field] = {
-            "block": r.block,
-            "valid": r.valid,
-            "reason": _text(r.reason, "reason"),
-        }
-        if r.valid:
-            if not has:
-                raise RecordError(
-                    f"valid loss record of block {r.block} without {direction} counts"
-                )
-            if not math.isfinite(d.loss_ratio) or d.lost != d.tx - d.rx:
-                raise RecordError(
-                    f"loss record of block {r.block}: inconsistent {direction} counts"
-                )
-            fields.update(tx=d.tx, rx=d.rx, lost=d.lost, loss_ratio=float(d.loss_ratio))
-        out.append(line("loss", {**tags, "direction": direction}, fields, time_ns))
+    for direction, d in (("forward", r.forward), ("reverse", r.reverse)):
+        if not r.valid:
+            out.append(
+                f"{series(direction)} block={r.block}i,reason={reason},valid=false {time_ns}"
+            )
+            continue
+        if not r.HasField(direction):
+            raise RecordError(f"valid loss record of block {r.block} without {direction} counts")
+        if not math.isfinite(d.loss_ratio) or d.lost != d.tx - d.rx:
+            raise RecordError(f"loss record of block {r.block}: inconsistent {direction} counts")
+        out.append(
+            f"{series(direction)} block={r.block}i,loss_ratio={float(d.loss_ratio)!r},"
+            f"lost={d.lost}i,reason={reason},rx={d.rx}i,tx={d.tx}i,valid=true {time_ns}"
+        )
     return out
-
-
-def _stats_fields(s: pb.DelayStats) -> dict[str, Field]:
-    return {
-        "samples": s.samples,
-        "min_ns": s.min_ns,
-        "p50_ns": s.p50_ns,
-        "p90_ns": s.p90_ns,
-        "p99_ns": s.p99_ns,
-        "max_ns": s.max_ns,
-        "mean_ns": s.mean_ns,
-        "jitter_ns": s.jitter_ns,
-    }
 
 
 def _delay(record: pb.MeasurementRecord) -> list[str]:
     r = record.delay
     time_ns = _block_time(r.block, r.block_info)
-    tags = _session_tags(record, r.labels, r.session)
-    common: dict[str, Field] = {
-        "block": r.block,
-        "probes_sent": r.probes_sent,
-        "probes_lost": r.probes_lost,
-    }
+    series = _session_series("delay", record, r.labels, r.session)
+    probes = f"probes_lost={r.probes_lost}i,probes_sent={r.probes_sent}i"
     out = []
-    for direction, name, reason in (
-        ("two_way", "two_way", "no reply"),
-        ("forward", "forward", r.one_way_reason),
-        ("reverse", "reverse", r.one_way_reason),
+    for direction, reason in (
+        ("two_way", "no reply"),
+        ("forward", r.one_way_reason),
+        ("reverse", r.one_way_reason),
     ):
-        fields = dict(common)
-        if r.HasField(name):
-            fields.update(valid=True, reason="", **_stats_fields(getattr(r, name)))
+        if r.HasField(direction):
+            s = getattr(r, direction)
+            out.append(
+                f"{series(direction)} block={r.block}i,jitter_ns={s.jitter_ns}i,"
+                f"max_ns={s.max_ns}i,mean_ns={s.mean_ns}i,min_ns={s.min_ns}i,p50_ns={s.p50_ns}i,"
+                f'p90_ns={s.p90_ns}i,p99_ns={s.p99_ns}i,{probes},reason="",'
+                f"samples={s.samples}i,valid=true {time_ns}"
+            )
         else:
-            fields.update(valid=False, reason=_text(reason or "no reply", "reason"))
-        out.append(line("delay", {**tags, "direction": direction}, fields, time_ns))
+            why = _reason(reason or "no reply")
+            out.append(
+                f"{series(direction)} block={r.block}i,{probes},reason={why},valid=false {time_ns}"
+            )
     return out
 
 
@@ -156,20 +166,21 @@ def _flow(record: pb.MeasurementRecord) -> list[str]:
     r = record.flow_block
     if r.role not in ROLES:
         raise RecordError(f"flow {r.flow!r}: unknown role {r.role}")
-    tags = {
-        "node": _label(record.node, "node"),
-        "flow": _label(r.flow, "flow"),
-        "role": ROLES[r.role],
-    }
-    fields: dict[str, Field] = {
-        "block": r.block,
-        "valid": r.valid,
-        "reason": _text(r.reason, "reason"),
-        "flow_mon_id": r.flow_mon_id,
-    }
-    if r.valid:
-        fields.update(packets=r.packets, bytes=r.bytes)
-    return [line("flow", tags, fields, _block_time(r.block, r.block_info))]
+    series = _series(
+        "flow",
+        (("node", record.node, "node"), ("flow", r.flow, "flow"), ("role", ROLES[r.role], "")),
+    )
+    time_ns = _block_time(r.block, r.block_info)
+    common = f"block={r.block}i"
+    if not r.valid:
+        return [
+            f"{series} {common},flow_mon_id={r.flow_mon_id}i,reason={_reason(r.reason)},"
+            f"valid=false {time_ns}"
+        ]
+    return [
+        f"{series} {common},bytes={r.bytes}i,flow_mon_id={r.flow_mon_id}i,packets={r.packets}i,"
+        f"reason={_reason(r.reason)},valid=true {time_ns}"
+    ]
 
 
 def _probe(record: pb.MeasurementRecord) -> list[str]:
@@ -183,7 +194,8 @@ def _probe(record: pb.MeasurementRecord) -> list[str]:
     }
     if r.one_way_valid:
         fields.update(forward_ns=r.forward_ns, reverse_ns=r.reverse_ns)
-    return [line("probe", _session_tags(record, r.labels, r.session), fields, r.sent_unix_ns)]
+    series = _session_series("probe", record, r.labels, r.session)("")
+    return [f"{series} {fields_part(fields)} {r.sent_unix_ns}"]
 
 
 _KINDS = {"loss": _loss, "delay": _delay, "flow_block": _flow, "probe": _probe}

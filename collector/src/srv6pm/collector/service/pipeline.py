@@ -1,9 +1,10 @@
 """Consume records, write their points, then commit: the collector's one use case.
 
-A batch is finished (written and committed, its bad records in the dead-letter topic) before the
-next is consumed, so no offset is ever committed for a record whose points InfluxDB has not
-accepted. InfluxDB down or refusing service: the batch is retried with backoff, nothing else is
-consumed meanwhile. Held longer than Kafka's max.poll.interval.ms, the collector leaves its group
+A batch is committed only once it is written and its bad records are in the dead-letter topic,
+so no offset is ever committed for a record whose points InfluxDB has not accepted. One batch is
+written while the next is consumed and converted; batches are committed in order. InfluxDB down
+or refusing service: the batch is retried with backoff; one more batch is consumed meanwhile, no
+more. Held longer than Kafka's max.poll.interval.ms, the collector leaves its group
 and others take its partitions; its commit then fails and those records are written again by
 their new owner: points are idempotent, so that only costs time.
 """
@@ -14,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, Message
@@ -26,6 +28,7 @@ from ..domain import points
 log = logging.getLogger(__name__)
 BACKOFF_S = (0.5, 1, 2, 5, 10)
 DLQ_FLUSH_S = 10.0
+AGE_SAMPLES = 64  # records per batch whose age is observed
 
 
 @dataclass
@@ -61,23 +64,46 @@ class Pipeline:
         self._batch_wait_s = batch_wait_s
         self._clock = clock
         self.state = PipelineState()
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="influxdb-write")
+        self._pending: tuple[list[Message], Future[bool]] | None = None
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             self.step(stop)
+        self._finish()
 
     def step(self, stop: threading.Event) -> None:
-        """Consume one batch and finish it (or return when `stop` is set first)."""
+        """Consume and convert a batch while the previous one is being written (InfluxDB works
+        while we convert); then commit the previous one and hand this one to the writer."""
         self.state.heartbeat = time.monotonic()
         messages = self._source.poll(self._batch_size, self._batch_wait_s)
-        if not messages:
-            return
         prepared = [p for p in map(self._prepare, messages) if p is not None]
-        attempt = 0
-        while not stop.is_set():
+        self._finish()
+        if messages:
+            self._pending = (messages, self._writer.submit(self._write_until_done, prepared, stop))
+
+    def _finish(self) -> None:
+        """Wait for the batch being written; commit it once written."""
+        if self._pending is None:
+            return
+        messages, written = self._pending
+        self._pending = None
+        while True:
             self.state.heartbeat = time.monotonic()
             try:
-                self._write(prepared)
+                done = written.result(timeout=1.0)
+                break
+            except TimeoutError:
+                continue
+        if done:
+            self._commit(messages)
+
+    def _write_until_done(self, batch: list[_Prepared], stop: threading.Event) -> bool:
+        """Write a batch (and its dead letters), retrying with backoff; False if stopped first."""
+        attempt = 0
+        while not stop.is_set():
+            try:
+                self._write(batch)
                 self._dead_letters.flush(DLQ_FLUSH_S)
             except (WriteFailed, KafkaException) as e:
                 self._failed(str(e), attempt)
@@ -87,8 +113,8 @@ class Pipeline:
             if self.state.failing_since is not None:
                 log.info("writing again after %.1f s", time.monotonic() - self.state.failing_since)
             self.state.failing_since = None
-            self._commit(messages)
-            return
+            return True
+        return False
 
     def _prepare(self, message: Message) -> _Prepared | None:
         """The record's points; a record that has none goes to the dead-letter topic."""
@@ -127,7 +153,8 @@ class Pipeline:
         written = [p for p in batch if p.lines]
         self._metrics.points.inc(sum(len(p.lines) for p in written))
         self._metrics.records.labels("written").inc(len(written))
-        for p in written:
+        # a sample of each batch: the distribution is the same, at a fraction of the cost
+        for p in written[:: max(1, len(written) // AGE_SAMPLES)]:
             if p.created_ns:
                 self._metrics.record_age_seconds.observe(max(0, now - p.created_ns) / 1e9)
 
