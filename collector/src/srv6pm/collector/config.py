@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     )
     influx_timeout_ms: int = Field(10_000, gt=0, description="Timeout of one write.")
     batch_size: int = Field(
-        5000, gt=0, description="Records consumed, written and committed at once."
+        10_000, gt=0, description="Records consumed, written and committed at once."
     )
     batch_wait_ms: int = Field(
         200, ge=0, description="How long to wait for a batch to fill: latency against throughput."
