@@ -31,6 +31,7 @@ NO_BASELINE = (
     "block before"
 )
 NOT_RUNNING = "not measured: the node manager was not running"
+Publication = tuple[list[FlowBlock], dict[str, MonitoredFlow]]
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,10 @@ class NodeService:
             self._driver.add_policy(p)
         if flow_add:
             self._driver.update_flows(flow_add, [])
-            self._snapshots.baseline(self.blocks.block(self._clock()), [f.name for f in flow_add])
+            with self._read_lock:  # the snapshot thread writes the same store (and its file)
+                self._snapshots.baseline(
+                    self.blocks.block(self._clock()), [f.name for f in flow_add]
+                )
         self._sync_local_addresses(state)
         self.stamp.commit(stamp)
         self._save_names(state.policies)
@@ -309,9 +313,11 @@ class NodeService:
 
     def read_block(self, requested: Iterable[str], block: int) -> BlockReading:
         with self._read_lock:
+            due = self._snapshot_if_due(self._clock())
+        self._publish(due)
+        with self._read_lock:
             names = self._names(requested)
             now = self._clock()
-            self._snapshot_if_due(now)
             current = self.blocks.block(now)
             if block >= current or now < self.blocks.readable_from(block, self.guard_ns):
                 raise FailedPrecondition(
@@ -359,9 +365,10 @@ class NodeService:
             counts[name] = (record.packets, record.bytes)
         return counts
 
-    def _publish_block(self, block: int) -> None:
-        """Journal every flow's count of `block` (just readable), and "not running" records
-        for the blocks a restart missed since the flow's last record."""
+    def _block_records(self, block: int) -> Publication:
+        """Every flow's count of `block` (just readable), and "not running" records for the
+        blocks a restart missed since the flow's last record (under the read lock; journaled
+        after it, by `_publish`: building thousands of records must not hold up reads)."""
         flows = {f.name: f for f in self._driver.flows()}
         if self._flow_resume is None:
             self._flow_resume = {
@@ -376,23 +383,28 @@ class NodeService:
             ]
             out.append(self._from_snapshots(name, block))
             self._flow_resume[name] = block + 1
-        self.results.flow_blocks(out, flows)
+        return out, flows
 
-    def _snapshot_if_due(self, now: int) -> None:
-        """Read every flow's stable colour once per block, inside the safe window."""
+    def _publish(self, publication: Publication | None) -> None:
+        if publication:
+            self.results.flow_blocks(*publication)
+
+    def _snapshot_if_due(self, now: int) -> Publication | None:
+        """Read every flow's stable colour once per block, inside the safe window; the flow
+        counts of the block that became readable, to publish."""
         current = self.blocks.block(now)
         snap = self._snapshots.get(current)
         if (snap and snap.complete) or now < self.blocks.start(current) + self.guard_ns:
-            return
+            return None
         stable = colour(current - 1)
         names = [f.name for f in self._driver.flows()]
         read = self._driver.read_counters(names)
         if self.blocks.block(self._clock()) != current:
             log.warning("block %d: counter read ran into the next block; not recorded", current)
-            return
+            return None
         counts = {n: (c[stable].packets, c[stable].bytes) for n, c in read.items()}
         self._snapshots.record(current, counts)
-        self._publish_block(current - 1)
+        return self._block_records(current - 1)
 
     # ---- snapshot thread ---------------------------------------------------------------------
 
@@ -411,7 +423,8 @@ class NodeService:
         while not self._stop.is_set():
             try:
                 with self._read_lock:
-                    self._snapshot_if_due(self._clock())  # the time of the read, not of a wait
+                    due = self._snapshot_if_due(self._clock())  # the time of the read
+                self._publish(due)
             except Exception:
                 log.exception("block snapshot failed")
             current = self.blocks.block(self._clock())
