@@ -7,7 +7,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from .servers import CollectorProcess, InfluxServer, KafkaServer
+from .servers import CollectorProcess, InfluxServer, KafkaServer, free_ports
 
 TOPIC = "srv6pm.measurements.v1"
 DLQ_TOPIC = "srv6pm.measurements.dlq.v1"
@@ -21,8 +21,11 @@ RETENTION = "30d"
 class ResultsPipeline:
     def __init__(self, workdir: Path, collector_settings: dict[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
-        self.kafka = KafkaServer(self.workdir / "kafka")
-        self.influx = InfluxServer(self.workdir / "influxdb")
+        # all at once: ports picked one server at a time could be picked twice (none is bound
+        # before start())
+        kafka, controller, influx, rpc, http = free_ports(5)
+        self.kafka = KafkaServer(self.workdir / "kafka", kafka, controller)
+        self.influx = InfluxServer(self.workdir / "influxdb", influx, rpc)
         self.collector = CollectorProcess(
             self.workdir / "collector",
             {
@@ -33,6 +36,7 @@ class ResultsPipeline:
                 "influx_bucket": DATABASE,
                 **(collector_settings or {}),
             },
+            http,
         )
 
     @property

@@ -59,7 +59,7 @@ def free_port() -> int:
         return port
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     """n distinct free ports (the kernel may hand out a just-closed port again)."""
     ports: list[int] = []
     while len(ports) < n:
@@ -213,7 +213,7 @@ class KafkaServer(_Server):
         stop_timeout: float = 30.0,
     ) -> None:
         super().__init__(workdir, start_timeout, stop_timeout)
-        ports = _free_ports(2)
+        ports = free_ports(2)
         self.port = port or ports[0]
         self.controller_port = controller_port or next(p for p in ports if p != self.port)
         self.heap = heap
@@ -405,7 +405,7 @@ class InfluxServer(_Server):
         stop_timeout: float = 30.0,
     ) -> None:
         super().__init__(workdir, start_timeout, stop_timeout)
-        ports = _free_ports(2)
+        ports = free_ports(2)
         self.port = port or ports[0]
         self.rpc_port = rpc_port or next(p for p in ports if p != self.port)
 

@@ -110,24 +110,16 @@ class DeadLetters:
         )
 
     def send(self, message: Message, reason: str) -> None:
-        log.warning(
-            "record %s/%d@%d to the dead-letter topic: %s",
-            message.topic(),
-            message.partition(),
-            message.offset(),
-            reason,
-        )
+        source = f"{message.topic()}/{message.partition()}@{message.offset()}"
+        if self.sent < 10 or self.sent % 1000 == 0:  # a flood of bad records: not of log lines
+            log.warning(
+                "record %s to the dead-letter topic (%d so far): %s", source, self.sent + 1, reason
+            )
         self._producer.produce(
             self._topic,
             value=message.value(),
             key=message.key(),
-            headers=[
-                ("srv6pm.reason", reason.encode()),
-                (
-                    "srv6pm.source",
-                    f"{message.topic()}/{message.partition()}@{message.offset()}".encode(),
-                ),
-            ],
+            headers=[("srv6pm.reason", reason.encode()), ("srv6pm.source", source.encode())],
             on_delivery=self._delivered,
         )
         self.sent += 1
