@@ -220,3 +220,11 @@ def test_unknown_flow_is_not_found(node):
     service, _, _ = node
     with pytest.raises(NotFound, match="nope"):
         service.read_counters(["nope"])
+
+
+def test_the_snapshot_thread_never_skips_a_block_it_woke_late_in(node):
+    service, _, clock = node  # just after the start of block 500 (T = 2 s), nothing read yet
+    assert service._next_read() == 1001 * S  # this block's read point, not the next block's
+    clock.now = 1001 * S
+    service._snapshot_if_due(clock())
+    assert service._next_read() == 1003 * S  # read: the next block's

@@ -427,11 +427,18 @@ class NodeService:
                 self._publish(due)
             except Exception:
                 log.exception("block snapshot failed")
-            current = self.blocks.block(self._clock())
-            next_read = self.blocks.start(current + 1) + max(
-                self.blocks.period_ns // 2, self.guard_ns
-            )
-            self._stop.wait(max(0.0, (next_read - self._clock()) / 1e9))
+            self._stop.wait(max(0.0, (self._next_read() - self._clock()) / 1e9))
+
+    def _next_read(self) -> int:
+        """This block's read point while its snapshot is still to take (a thread that woke
+        late, or waited for the lock, must not skip a block), else the next block's."""
+        now = self._clock()
+        current = self.blocks.block(now)
+        offset = max(self.blocks.period_ns // 2, self.guard_ns)
+        snap = self._snapshots.get(current)
+        if snap is None or not snap.complete:
+            return max(now, self.blocks.start(current) + offset)
+        return self.blocks.start(current + 1) + offset
 
 
 def _iso(unix_ns: int) -> str:
