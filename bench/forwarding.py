@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import grpc
+from machine import machine  # bench/machine.py, beside this script
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import HBHOptUnknown, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
@@ -1114,26 +1115,9 @@ def warnings(rows: Sequence[dict[str, Any]], rate: int) -> list[str]:
 
 
 def environment() -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.machine(),
-    )
-    git = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     obj = ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
     return {
-        "kernel": platform.release(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "git": git,
+        **machine(),
         "monitor_o_sha256": hashlib.sha256(obj.read_bytes()).hexdigest() if obj.exists() else None,
         "netdev_max_backlog": int(Path("/proc/sys/net/core/netdev_max_backlog").read_text()),
         "loadavg": Path("/proc/loadavg").read_text().split()[:3],

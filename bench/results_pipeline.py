@@ -38,7 +38,6 @@ import http.client
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import signal
@@ -59,6 +58,7 @@ from confluent_kafka import Producer
 from google.protobuf import __version__ as protobuf_version
 from google.protobuf.internal import api_implementation
 from influxdb_client import __version__ as influxdb_client_version
+from machine import machine  # bench/machine.py, beside this script
 from prometheus_client.parser import text_string_to_metric_families
 from srv6pm.collector.adapters.influx import InfluxSink
 from srv6pm.collector.adapters.kafka import RecordSource
@@ -1659,26 +1659,8 @@ def report(result: dict[str, Any]) -> None:
 
 
 def environment() -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.machine(),
-    )
-    git = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     return {
-        "kernel": platform.release(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "git": git,
+        **machine(),
         "protobuf": f"{protobuf_version} ({api_implementation.Type()})",
         "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],

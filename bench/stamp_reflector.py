@@ -29,7 +29,6 @@ import dataclasses
 import importlib
 import json
 import os
-import platform
 import select
 import shlex
 import signal
@@ -44,6 +43,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+
+from machine import machine  # bench/machine.py, beside this script
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -147,27 +148,9 @@ def raise_on_signal(signum: int, _frame: object) -> NoReturn:
 
 
 def environment() -> dict[str, Any]:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.machine(),
-    )
-    git = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
     sysctl = Path("/proc/sys/net/core")
     return {
-        "kernel": platform.release(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "git": git,
+        **machine(),
         "netdev_max_backlog": int((sysctl / "netdev_max_backlog").read_text()),
         "rmem_max": int((sysctl / "rmem_max").read_text()),
     }
