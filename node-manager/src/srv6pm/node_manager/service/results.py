@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from srv6pm.proto.v1 import records_pb2 as pb
-from srv6pm.twamp.results import DelayBlock, DelayResult, LossResult
+from srv6pm.twamp.results import DelayBlock, DelayResult, LossResult, ResultStore
 
 from ..adapters import records
 from ..adapters.journal import Entry, Journal, Kind
@@ -26,8 +26,15 @@ class SessionResults:
     def __init__(self, owner: ResultsService, spec: SenderSession) -> None:
         self._owner = owner
         self._labels = records.labels(spec)
-        self.probes: deque[DelayResult] = deque(maxlen=PROBES_IN_MEMORY)
-        self.evicted = 0
+        self._memory = ResultStore(PROBES_IN_MEMORY)  # its probes only: the rest is journaled
+
+    @property
+    def probes(self) -> deque[DelayResult]:
+        return self._memory.delay
+
+    @property
+    def evicted(self) -> int:
+        return self._memory.evicted
 
     def add_loss(self, result: LossResult) -> None:
         record = records.loss(result, self._labels, self._owner.period_ns)
@@ -42,8 +49,7 @@ class SessionResults:
         )
 
     def add_delay(self, result: DelayResult) -> None:
-        self.evicted += len(self.probes) == self.probes.maxlen
-        self.probes.append(result)
+        self._memory.add_delay(result)
         if self._owner.publish_probes:
             block = result.sent_ns // self._owner.period_ns
             record = records.probe(result, self._labels)
