@@ -1,0 +1,1 @@
+"""srv6pm controller: REST API, desired state in SQL, reconciler."""

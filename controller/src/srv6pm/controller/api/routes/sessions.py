@@ -1,0 +1,71 @@
+"""/v1/sessions: monitoring sessions (a policy, its return policy, STAMP between their ends)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+
+from ...domain.model import Session
+from ...service.fleet import SESSION
+from .. import schemas, views
+from ..deps import Admin, Reader, Svc
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+
+def _domain(body: schemas.SessionIn) -> Session:
+    return Session(
+        name=body.name,
+        policy=body.policy,
+        return_policy=body.return_policy,
+        delay_interval_ms=body.delay_interval_ms,
+        hmac_key=bytes.fromhex(body.hmac_key),
+    )
+
+
+def _changes(patch: schemas.SessionPatch) -> dict[str, Any]:
+    out = patch.model_dump(exclude_unset=True, exclude_none=True)
+    if "hmac_key" in out:
+        out["hmac_key"] = bytes.fromhex(out["hmac_key"])
+    return out
+
+
+@router.post("", status_code=201, response_model=schemas.SessionOut)
+def create_session(body: schemas.SessionIn, svc: Svc, who: Admin) -> schemas.SessionOut:
+    session, revision = svc.fleet.create(SESSION, _domain(body), who.name)
+    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+
+
+@router.get("", response_model=schemas.SessionList)
+def list_sessions(
+    svc: Svc,
+    _: Reader,
+    policy: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> schemas.SessionList:
+    found, total = svc.fleet.page(SESSION, {"policy": policy} if policy else {}, limit, offset)
+    fleet, held = svc.fleet.fleet(), svc.fleet.node_status()
+    items = [views.session(s, r, fleet, held) for s, r in found]
+    return schemas.SessionList(items=items, total=total, limit=limit, offset=offset)
+
+
+@router.get("/{name}", response_model=schemas.SessionOut)
+def get_session(name: str, svc: Svc, _: Reader) -> schemas.SessionOut:
+    session, revision = svc.fleet.get(SESSION, name)
+    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+
+
+@router.patch("/{name}", response_model=schemas.SessionOut)
+def update_session(
+    name: str, body: schemas.SessionPatch, svc: Svc, who: Admin
+) -> schemas.SessionOut:
+    session, revision = svc.fleet.update(SESSION, name, _changes(body), who.name)
+    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+
+
+@router.delete("/{name}", status_code=204)
+def delete_session(name: str, svc: Svc, who: Admin) -> Response:
+    svc.fleet.delete(SESSION, name, who.name)
+    return Response(status_code=204)

@@ -1,0 +1,39 @@
+"""/v1/sessions/{name}/threshold and /v1/thresholds: objectives and their state."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from ...adapters.sql.tables import ThresholdRow
+from ...service.thresholds import Objective
+from .. import schemas
+from ..deps import Admin, Reader, Svc
+
+router = APIRouter(tags=["thresholds"])
+
+
+def _out(row: ThresholdRow) -> schemas.ThresholdOut:
+    return schemas.ThresholdOut.model_validate(row, from_attributes=True)
+
+
+@router.put("/v1/sessions/{name}/threshold", response_model=schemas.ThresholdOut)
+def set_threshold(
+    name: str, body: schemas.ThresholdIn, svc: Svc, who: Admin
+) -> schemas.ThresholdOut:
+    return _out(svc.thresholds.set(name, Objective(**body.model_dump()), who.name))
+
+
+@router.get("/v1/sessions/{name}/threshold", response_model=schemas.ThresholdOut)
+def get_threshold(name: str, svc: Svc, _: Reader) -> schemas.ThresholdOut:
+    return _out(svc.thresholds.get(name))
+
+
+@router.delete("/v1/sessions/{name}/threshold", status_code=204)
+def delete_threshold(name: str, svc: Svc, who: Admin) -> Response:
+    svc.thresholds.delete(name, who.name)
+    return Response(status_code=204)
+
+
+@router.get("/v1/thresholds", response_model=list[schemas.ThresholdOut])
+def list_thresholds(svc: Svc, _: Reader) -> list[schemas.ThresholdOut]:
+    return [_out(r) for r in svc.thresholds.all()]

@@ -1,0 +1,395 @@
+"""The REST API's request and response bodies (pydantic): every field validated at the door."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from ipaddress import IPv4Address, IPv6Address, IPv6Network
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from ..domain.model import Behaviour, EncapMode, MarkingMode
+
+Name = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"), Field(examples=["r1"])
+]
+Interface = Annotated[str, StringConstraints(pattern=r"^[^\s/:]{1,15}$")]
+Endpoint = Annotated[
+    str,
+    StringConstraints(pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253}):[0-9]{1,5}$"),
+    Field(description="node manager gRPC address host:port", examples=["10.0.0.1:50051"]),
+]
+Segments = Annotated[
+    list[IPv6Address],
+    Field(min_length=1, max_length=16, description="SIDs in travel order, 1..16"),
+]
+Table = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
+HexKey = Annotated[
+    str,
+    StringConstraints(pattern=r"^([0-9A-Fa-f]{2}){0,64}$"),
+    Field(description="HMAC-SHA-256 key, hex (write-only; '' = unauthenticated)"),
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Page(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class Status(BaseModel):
+    """Where an object stands on its nodes."""
+
+    state: Literal["pending", "applied", "failed"]
+    message: str = ""
+    revision: int
+    nodes: list[str]
+
+
+# ---- nodes ------------------------------------------------------------------------------------
+
+
+class NodeIn(Strict):
+    name: Name
+    endpoint: Endpoint
+    probe_address: IPv6Address | None = Field(
+        None, description="STAMP source and reflector address of this node"
+    )
+    core_interfaces: list[Interface] = Field(
+        default_factory=list,
+        max_length=256,
+        description="interfaces facing the SRv6 domain, where flows are counted "
+        "(empty: every interface but lo and the boundary ones)",
+    )
+    boundary_interfaces: list[Interface] = Field(
+        default_factory=list,
+        max_length=256,
+        description="interfaces facing outside the domain: foreign marks are removed there",
+    )
+
+
+class NodePatch(Strict):
+    endpoint: Endpoint | None = None
+    probe_address: IPv6Address | None = None
+    core_interfaces: list[Interface] | None = Field(None, max_length=256)
+    boundary_interfaces: list[Interface] | None = Field(None, max_length=256)
+
+
+class NodeInfoOut(BaseModel):
+    driver: str
+    version: str
+    period_s: float
+    interfaces: list[str]
+    behaviours: list[str]
+    encap_modes: list[str]
+    max_flows: int
+    max_segments: int
+    warnings: list[str]
+
+
+class NodeOut(BaseModel):
+    name: str
+    endpoint: str
+    probe_address: str | None
+    core_interfaces: list[str]
+    boundary_interfaces: list[str]
+    reachable: bool | None = Field(description="null: not contacted yet")
+    info: NodeInfoOut | None
+    last_attempt: datetime | None
+    status: Status
+
+
+class NodeList(Page):
+    items: list[NodeOut]
+
+
+# ---- local SIDs -------------------------------------------------------------------------------
+
+
+class LocalSidIn(Strict):
+    sid: IPv6Address
+    node: Name
+    behaviour: Behaviour
+    nexthop: IPv6Address | IPv4Address | None = Field(
+        None, description="End.X and End.DX6: IPv6; End.DX4: IPv4"
+    )
+    lookup_table: Table = 0
+    device: Interface | Literal[""] = ""
+    table: Table = 0
+
+    @model_validator(mode="after")
+    def _nexthop(self) -> LocalSidIn:
+        need = {
+            Behaviour.END_X: IPv6Address,
+            Behaviour.END_DX6: IPv6Address,
+            Behaviour.END_DX4: IPv4Address,
+        }.get(self.behaviour)
+        if need is None and self.nexthop is not None:
+            raise ValueError(f"{self.behaviour.value} takes no nexthop")
+        if need is not None and not isinstance(self.nexthop, need):
+            family = "IPv6" if need is IPv6Address else "IPv4"
+            raise ValueError(f"{self.behaviour.value} needs an {family} nexthop")
+        return self
+
+
+class LocalSidPatch(Strict):
+    behaviour: Behaviour | None = None
+    nexthop: IPv6Address | IPv4Address | None = None
+    lookup_table: Table | None = None
+    device: Interface | Literal[""] | None = None
+    table: Table | None = None
+
+
+class LocalSidOut(BaseModel):
+    sid: str
+    node: str
+    behaviour: Behaviour
+    nexthop: str | None
+    lookup_table: int
+    device: str
+    table: int
+    status: Status
+
+
+class LocalSidList(Page):
+    items: list[LocalSidOut]
+
+
+# ---- policies ---------------------------------------------------------------------------------
+
+
+class PolicyIn(Strict):
+    name: Name
+    head_node: Name
+    tail_node: Name
+    segments: Segments
+    prefix: IPv6Network = Field(description="IPv6 prefix steered into the policy")
+    encap_mode: EncapMode = EncapMode.ENCAP
+    device: Interface | Literal[""] = Field("", description="required for l2encap")
+    table: Table = 0
+
+    @model_validator(mode="after")
+    def _device(self) -> PolicyIn:
+        if self.encap_mode is EncapMode.L2ENCAP and not self.device:
+            raise ValueError("l2encap needs a device")
+        return self
+
+
+class PolicyPatch(Strict):
+    segments: Segments | None = None
+    prefix: IPv6Network | None = None
+    encap_mode: EncapMode | None = None
+    device: Interface | Literal[""] | None = None
+    table: Table | None = None
+
+
+class PolicyOut(BaseModel):
+    name: str
+    head_node: str
+    tail_node: str
+    segments: list[str]
+    prefix: str
+    encap_mode: EncapMode
+    device: str
+    table: int
+    flow_mon_id: int = Field(description="RFC 9343 FlowMonID, allocated by the controller")
+    path: list[str] = Field(description="the nodes that count the policy's packets, in order")
+    status: Status
+
+
+class PolicyList(Page):
+    items: list[PolicyOut]
+
+
+# ---- sessions ---------------------------------------------------------------------------------
+
+
+class SessionIn(Strict):
+    name: Name
+    policy: Name = Field(description="the measured policy (probes go this way)")
+    return_policy: Name = Field(description="the way back (replies, and the reverse loss)")
+    delay_interval_ms: int = Field(
+        0, ge=0, le=60_000, description="a delay probe every N ms (0: one probe per block)"
+    )
+    hmac_key: HexKey = ""
+
+
+class SessionPatch(Strict):
+    policy: Name | None = None
+    return_policy: Name | None = None
+    delay_interval_ms: int | None = Field(None, ge=0, le=60_000)
+    hmac_key: HexKey | None = None
+
+
+class SessionOut(BaseModel):
+    name: str
+    policy: str
+    return_policy: str
+    delay_interval_ms: int
+    authenticated: bool = Field(description="an HMAC key is set (it is never shown)")
+    ssid: int = Field(description="STAMP session identifier, allocated by the controller")
+    sender_node: str
+    reflector_node: str
+    flow_mon_ids: dict[str, int]
+    path: dict[str, list[str]]
+    marking_mode: MarkingMode
+    period_s: float | None = Field(description="the nodes' marking period (null: not known yet)")
+    status: Status
+
+
+class SessionList(Page):
+    items: list[SessionOut]
+
+
+# ---- thresholds -------------------------------------------------------------------------------
+
+
+class ThresholdIn(Strict):
+    loss_ratio_max: float | None = Field(None, ge=0, le=1, description="either direction")
+    delay_p99_max_ms: float | None = Field(None, gt=0, description="two-way p99")
+    invalid_blocks_max: int | None = Field(None, ge=0)
+    window_blocks: int = Field(6, ge=1, le=1000, description="blocks the rules look back over")
+
+
+class ThresholdOut(ThresholdIn):
+    session: str
+    state: Literal["unknown", "ok", "violated"]
+    since: datetime | None
+    detail: str
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+
+class DirectionLoss(BaseModel):
+    tx: int | None = None
+    rx: int | None = None
+    lost: int | None = None
+    loss_ratio: float | None = None
+    valid: bool
+    reason: str | None = None
+
+
+class LossBlock(BaseModel):
+    block: int
+    start_ns: int
+    forward: DirectionLoss | None = None
+    reverse: DirectionLoss | None = None
+
+
+class LossPage(BaseModel):
+    session: str
+    items: list[LossBlock]
+    next_after_block: int | None = Field(description="pass as after_block for the next page")
+
+
+class LossInterval(BaseModel):
+    start_ns: int
+    direction: str
+    blocks: int
+    valid_blocks: int
+    tx: int | None
+    rx: int | None
+    lost: int | None
+    loss_ratio: float | None
+
+
+class LossIntervals(BaseModel):
+    session: str
+    interval: str
+    items: list[LossInterval]
+
+
+class DelayStats(BaseModel):
+    probes_sent: int | None = None
+    probes_lost: int | None = None
+    samples: int | None = None
+    min_ns: int | None = None
+    p50_ns: int | None = None
+    p90_ns: int | None = None
+    p99_ns: int | None = None
+    max_ns: int | None = None
+    mean_ns: int | None = None
+    jitter_ns: int | None = None
+    valid: bool
+    reason: str | None = None
+
+
+class DelayBlock(BaseModel):
+    block: int
+    start_ns: int
+    two_way: DelayStats | None = None
+    forward: DelayStats | None = None
+    reverse: DelayStats | None = None
+
+
+class DelayPage(BaseModel):
+    session: str
+    items: list[DelayBlock]
+    next_after_block: int | None
+
+
+class HopCountOut(BaseModel):
+    node: str
+    packets: int | None
+    reason: str
+
+
+class SegmentOut(BaseModel):
+    src: str
+    dst: str
+    lost: int | None
+
+
+class HopDirection(BaseModel):
+    direction: str
+    policy: str
+    path: list[str]
+    counts: list[HopCountOut]
+    segments: list[SegmentOut]
+    end_to_end: int | None
+
+
+class Hops(BaseModel):
+    session: str
+    block: int
+    directions: list[HopDirection]
+
+
+# ---- tokens and audit -------------------------------------------------------------------------
+
+
+class TokenIn(Strict):
+    name: Name
+    scope: Literal["read", "admin"]
+
+
+class TokenCreated(BaseModel):
+    name: str
+    scope: str
+    token: str = Field(description="shown once; only its SHA-256 is stored")
+
+
+class TokenOut(BaseModel):
+    name: str
+    scope: str
+    created_at: datetime
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    kind: str
+    name: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+class AuditPage(Page):
+    items: list[AuditEntry]

@@ -1,0 +1,303 @@
+"""Operators' changes to the desired state: create, update, delete nodes, local SIDs, policies and
+sessions. Each change is checked against the domain, given its identifiers, recorded in the audit
+log (whose id becomes the object's revision) and committed in one transaction; the reconciler is
+then woken to push it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar, cast
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session as Db
+
+from ..adapters.sql import store
+from ..adapters.sql.store import Store
+from ..adapters.sql.tables import LocalSidRow, NodeRow, PolicyRow, Revisioned, SessionRow
+from ..domain.errors import Conflict, Exhausted, Invalid, NotFound
+from ..domain.model import Fleet, LocalSid, MarkingMode, Node, Policy, Session
+from ..domain.paths import check_policy, check_session
+
+MAX_FLOW_MON_ID = (1 << 20) - 1  # RFC 9343: a 20-bit field
+MAX_SSID = 0xFFFF  # RFC 8972: 16 bits
+
+T = TypeVar("T", Node, LocalSid, Policy, Session)
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    applied_revision: int
+    error: str
+    reachable: bool | None
+    attempted_at: datetime | None
+
+    def of(self, revision: int) -> tuple[str, str]:
+        """(state, message) of an object changed at `revision`, as far as this node goes."""
+        if self.applied_revision >= revision:
+            return "applied", ""
+        return ("failed", self.error) if self.error else ("pending", "")
+
+
+@dataclass(frozen=True)
+class Kind(Generic[T]):
+    name: str  # as in messages and the audit log
+    row: type[Revisioned]
+    key: str
+    of: Callable[[Any], T]
+    secret: tuple[str, ...] = ()  # never written to the audit log
+
+
+NODE = Kind[Node]("node", NodeRow, "name", store.node_of)
+LOCAL_SID = Kind[LocalSid]("local-sid", LocalSidRow, "sid", store.sid_of)
+POLICY = Kind[Policy]("policy", PolicyRow, "name", store.policy_of)
+SESSION = Kind[Session]("session", SessionRow, "name", store.session_of, secret=("hmac_key",))
+
+
+def _fields(obj: Node | LocalSid | Policy | Session) -> dict[str, Any]:
+    """The columns of an object (enums as values, tuples as lists)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "info":
+            continue
+        out[f.name] = (
+            list(value)
+            if isinstance(value, tuple)
+            else getattr(value, "value", value)
+            if not isinstance(value, bytes | int | str)
+            else value
+        )
+    if isinstance(obj, Policy):
+        out["segments_key"] = ",".join(obj.segments)
+    return out
+
+
+def _audited(kind: Kind[Any], obj: Any) -> dict[str, Any]:
+    out = _fields(obj)
+    out.pop("segments_key", None)
+    for name in kind.secret:
+        out[name] = "(set)" if out[name] else ""
+    return out
+
+
+class FleetService:
+    def __init__(self, db: Store, marking_mode: MarkingMode, changed: Callable[[], None]) -> None:
+        self._store = db
+        self.marking_mode = marking_mode
+        self._changed = changed  # wakes the reconciler
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    def get(self, kind: Kind[T], key: str) -> tuple[T, int]:
+        """The object and its revision."""
+        with self._store.read() as db:
+            row = db.get(kind.row, key)
+            if row is None:
+                raise NotFound(f"{kind.name} {key} does not exist")
+            return kind.of(row), row.revision
+
+    def page(
+        self, kind: Kind[T], filters: dict[str, str], limit: int, offset: int
+    ) -> tuple[list[tuple[T, int]], int]:
+        """A page of objects matching every filter (column = value), and how many match."""
+        query = select(kind.row).where(
+            *(getattr(kind.row, column) == value for column, value in filters.items())
+        )
+        key = getattr(kind.row, kind.key)
+        with self._store.read() as db:
+            total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
+            rows = db.scalars(query.order_by(key).limit(limit).offset(offset))
+            return [(kind.of(r), r.revision) for r in rows], total
+
+    def fleet(self) -> Fleet:
+        with self._store.read() as db:
+            return store.fleet(db, self.marking_mode)
+
+    def node_status(self) -> dict[str, NodeStatus]:
+        """What the reconciler last did on each node."""
+        with self._store.read() as db:
+            return {
+                r.name: NodeStatus(r.applied_revision, r.apply_error, r.reachable, r.attempted_at)
+                for r in db.scalars(select(NodeRow))
+            }
+
+    # ---- changes -------------------------------------------------------------------------------
+
+    def create(self, kind: Kind[T], obj: T, actor: str) -> tuple[T, int]:
+        key = getattr(obj, kind.key)
+        with self._store.write() as db:
+            if db.get(kind.row, key) is not None:
+                raise Conflict(f"{kind.name} {key} already exists")
+            obj = cast(T, self._allocate(db, obj))
+            self._check_new(db, obj)
+            revision = store.audit(db, actor, "create", kind.name, key, None, _audited(kind, obj))
+            db.add(kind.row(**_fields(obj), revision=revision))
+        self._changed()
+        return obj, revision
+
+    def update(self, kind: Kind[T], key: str, changes: dict[str, Any], actor: str) -> tuple[T, int]:
+        with self._store.write() as db:
+            row = db.get(kind.row, key)
+            if row is None:
+                raise NotFound(f"{kind.name} {key} does not exist")
+            old = kind.of(row)
+            new = dataclasses.replace(old, **changes)
+            fleet = store.fleet(db, self.marking_mode)
+            _replace(fleet, new)
+            _check_dependents(fleet, new)
+            revision = store.audit(
+                db, actor, "update", kind.name, key, _audited(kind, old), _audited(kind, new)
+            )
+            for column, value in _fields(new).items():
+                setattr(row, column, value)
+            row.revision = revision
+        self._changed()
+        return new, revision
+
+    def delete(self, kind: Kind[Any], key: str, actor: str) -> None:
+        with self._store.write() as db:
+            row = db.get(kind.row, key)
+            if row is None:
+                raise NotFound(f"{kind.name} {key} does not exist")
+            users = _users(db, kind, key)
+            if users:
+                raise Conflict(
+                    f"{kind.name} {key} is used by {', '.join(users)}: delete or change "
+                    f"{'them' if len(users) > 1 else 'it'} first"
+                )
+            store.audit(db, actor, "delete", kind.name, key, _audited(kind, kind.of(row)), None)
+            db.delete(row)
+        self._changed()
+
+    # ---- rules ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _allocate(db: Db, obj: Node | LocalSid | Policy | Session) -> Any:
+        if isinstance(obj, Policy):
+            ident = _next_free(db, PolicyRow.flow_mon_id, MAX_FLOW_MON_ID, "FlowMonIDs")
+            return dataclasses.replace(obj, flow_mon_id=ident)
+        if isinstance(obj, Session):
+            ident = _next_free(db, SessionRow.ssid, MAX_SSID, "SSIDs")
+            return dataclasses.replace(obj, ssid=ident)
+        return obj
+
+    def _check_new(self, db: Db, obj: Node | LocalSid | Policy | Session) -> None:
+        """The checks of a new object, on the part of the domain it touches (a create must not
+        read the whole fleet: 10,000 sessions are created one by one)."""
+        if isinstance(obj, LocalSid):
+            if db.get(NodeRow, obj.node) is None:
+                raise Invalid(f"node {obj.node!r} does not exist")
+        elif isinstance(obj, Policy):
+            check_policy(obj, self._around_policy(db, obj))
+        elif isinstance(obj, Session):
+            check_session(obj, self._around_session(db, obj))
+
+    def _around_policy(self, db: Db, policy: Policy) -> Fleet:
+        sids = list(db.scalars(select(LocalSidRow).where(LocalSidRow.sid.in_(policy.segments))))
+        names = {policy.head_node, policy.tail_node} | {s.node for s in sids}
+        clashing = db.scalars(
+            select(PolicyRow).where(
+                PolicyRow.head_node == policy.head_node,
+                or_(
+                    (PolicyRow.prefix == policy.prefix) & (PolicyRow.table == policy.table),
+                    PolicyRow.segments_key == ",".join(policy.segments),
+                ),
+            )
+        )
+        nodes = db.scalars(select(NodeRow).where(NodeRow.name.in_(names)))
+        return store.fleet(db, self.marking_mode, nodes, sids, clashing, ())
+
+    def _around_session(self, db: Db, session: Session) -> Fleet:
+        names = (session.policy, session.return_policy)
+        policies = {
+            p.name: p for p in db.scalars(select(PolicyRow).where(PolicyRow.name.in_(names)))
+        }
+        forward = policies.get(session.policy)
+        others: Iterable[SessionRow] = ()
+        nodes: Iterable[NodeRow] = ()
+        if forward is not None:
+            # sessions on the same policy, and those reflected by the same node (one HMAC key)
+            reflected = select(PolicyRow.name).where(PolicyRow.tail_node == forward.tail_node)
+            others = list(db.scalars(select(SessionRow).where(SessionRow.policy.in_(reflected))))
+            more = {o.policy for o in others} - set(policies)
+            policies.update(
+                {p.name: p for p in db.scalars(select(PolicyRow).where(PolicyRow.name.in_(more)))}
+            )
+            ends = (forward.head_node, forward.tail_node)
+            nodes = db.scalars(select(NodeRow).where(NodeRow.name.in_(ends)))
+        return store.fleet(db, self.marking_mode, nodes, (), policies.values(), others)
+
+
+def _next_free(db: Db, column: Any, limit: int, what: str) -> int:
+    """max + 1 while it fits, else the smallest free value (O(1) until the space wraps)."""
+    top = db.scalar(select(func.max(column))) or 0
+    if top < limit:
+        return int(top) + 1
+    used = set(db.scalars(select(column)))
+    free = next((i for i in range(1, limit + 1) if i not in used), None)
+    if free is None:
+        raise Exhausted(f"all {limit} {what} are in use")
+    return free
+
+
+def _replace(fleet: Fleet, obj: Node | LocalSid | Policy | Session) -> None:
+    if isinstance(obj, Node):
+        fleet.nodes[obj.name] = obj
+    elif isinstance(obj, LocalSid):
+        fleet.sids[obj.sid] = obj
+    elif isinstance(obj, Policy):
+        fleet.policies[obj.name] = obj
+    else:
+        fleet.sessions[obj.name] = obj
+
+
+def _check_dependents(fleet: Fleet, obj: Node | LocalSid | Policy | Session) -> None:
+    """After an update: the object and everything resting on it still make sense."""
+    if isinstance(obj, LocalSid) and obj.node not in fleet.nodes:
+        raise Invalid(f"node {obj.node!r} does not exist")
+    policies = [
+        p
+        for p in fleet.policies.values()
+        if obj is p
+        or (isinstance(obj, Node) and obj.name in (p.head_node, p.tail_node))
+        or (isinstance(obj, LocalSid) and obj.sid in p.segments)
+    ]
+    for policy in policies:
+        check_policy(policy, fleet)
+    touched = {p.name for p in policies}
+    for session in fleet.sessions.values():
+        ends = {fleet.policies[session.policy].head_node, fleet.policies[session.policy].tail_node}
+        if (
+            session is obj
+            or touched & {session.policy, session.return_policy}
+            or (isinstance(obj, Node) and obj.name in ends)
+        ):
+            check_session(session, fleet)
+
+
+def _users(db: Db, kind: Kind[Any], key: str) -> list[str]:
+    """What would be left dangling by deleting `key`."""
+    if kind is NODE:
+        sids = db.scalars(select(LocalSidRow.sid).where(LocalSidRow.node == key).limit(5))
+        policies = db.scalars(
+            select(PolicyRow.name)
+            .where(or_(PolicyRow.head_node == key, PolicyRow.tail_node == key))
+            .limit(5)
+        )
+        return [f"local SID {s}" for s in sids] + [f"policy {p}" for p in policies]
+    if kind is LOCAL_SID:
+        candidates = db.scalars(select(PolicyRow).where(PolicyRow.segments_key.contains(key)))
+        return [f"policy {p.name}" for p in candidates if key in p.segments][:5]
+    if kind is POLICY:
+        rows = db.execute(
+            select(SessionRow.name, SessionRow.policy).where(
+                or_(SessionRow.policy == key, SessionRow.return_policy == key)
+            )
+        )
+        return [
+            f"session {name} ({'forward' if policy == key else 'return'})" for name, policy in rows
+        ]
+    return []
