@@ -1,5 +1,8 @@
 """Fixtures that start real things: a lab of network namespaces with one node manager per
-router. Each test session uses its own namespace prefix and ports, and tears down on failure."""
+router. Each test session uses its own namespace prefix and ports, and tears down on failure.
+
+Namespace prefixes are PREFIX_START + 6 random hex digits; SRV6PM_TEST_PREFIX changes
+PREFIX_START (default "t"), e.g. to tell one's labs apart on a shared machine."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from srv6pm.lab.topology import Topology
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 PERIOD_S = 2.0
+PREFIX_START = os.environ.get("SRV6PM_TEST_PREFIX", "t")
 GUARD_S = 0.5  # node manager default guard_ms
 
 
@@ -45,17 +49,24 @@ def running_lab(
     request: pytest.FixtureRequest,
     marking_mode: pb.MarkingMode,
     node_manager_settings: dict[str, str] | None = None,
+    *,
+    tls: bool = False,
+    prefix_start: str = PREFIX_START,
 ) -> Iterator[Lab]:
     """A lab of the default topology in the scenario's state, with UDP listeners on both hosts;
-    torn down on exit, with the node managers' logs printed if a test of the module failed."""
+    torn down on exit, with the node managers' logs printed if a test of the module failed.
+
+    With ``tls`` the node managers serve mutual TLS only (``Lab(tls=True)``): the scenario
+    and every ``scenario.stub`` go over it with the lab's client certificate."""
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
     topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
     instance = Lab(
         topology,
-        prefix=f"t{secrets.token_hex(3)}",
+        prefix=f"{prefix_start}{secrets.token_hex(3)}",
         base_port=free_port_block(6),  # gRPC, then Prometheus ports
         node_manager_settings=node_manager_settings,
+        tls=tls,
     )
     try:
         instance.up()

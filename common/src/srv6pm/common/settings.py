@@ -41,11 +41,19 @@ def parse(model: type[S], argv: list[str] | None, prog: str, description: str | 
 
 
 def markdown(model: type[BaseSettings]) -> str:
-    """The settings table of docs/CONFIGURATION.md, generated from the model."""
+    """The settings table of docs/CONFIGURATION.md, generated from the model.
+
+    A field's ``json_schema_extra={"doc_default": TEXT}`` is shown as its default (what
+    leaving it unset means); other ``None`` defaults read "(packaged)".
+    """
     rows = ["| setting | env | flag | default | meaning |", "|---|---|---|---|---|"]
     for name, field in model.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        default = "(packaged)" if default is None else default
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if "doc_default" in extra:  # what an unset (None) default means, for the reader
+            default = extra["doc_default"]
+        elif default is None:
+            default = "(packaged)"
         rows.append(
             f"| {name} | SRV6PM_{name.upper()} | --{name.replace('_', '-')} | "
             f"{default} | {field.description} |"

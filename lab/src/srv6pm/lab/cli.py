@@ -39,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
     up = cmds.add_parser("up", parents=[common], help="create the lab and start node managers")
     up.add_argument("--no-node-managers", action="store_true", help="build the network only")
     up.add_argument(
+        "--tls",
+        action="store_true",
+        help="node managers serve mutual TLS only, with a throwaway PKI in the lab's state "
+        "directory (client certificate for grpcurl & co: see the output)",
+    )
+    up.add_argument(
         "--keep-on-error",
         action="store_true",
         help="leave a half-built lab for inspection instead of tearing it down",
@@ -67,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``srv6pm`` console script."""
     args = build_parser().parse_args(argv)
     try:
-        lab = Lab(Topology.load(args.file), prefix=args.prefix, base_port=args.base_port)
+        lab = Lab(
+            Topology.load(args.file),
+            prefix=args.prefix,
+            base_port=args.base_port,
+            tls=getattr(args, "tls", False),
+        )
         return _run(lab, args)
     except TopologyError as e:
         print(f"srv6pm: error: {e}", file=sys.stderr)
@@ -88,6 +99,9 @@ def _run(lab: Lab, args: argparse.Namespace) -> int:
             print(f"{router}: netns {lab.netns(router)}" + (f", {manager}" if pid else ""))
         for host in lab.topology.hosts:
             print(f"{host}: netns {lab.netns(host)}")
+        if lab.tls:
+            pki = lab.pki
+            print(f"mutual TLS: ca {pki.ca} client cert {pki.client_cert} key {pki.client_key}")
     elif args.command == "down":
         if not lab.is_up():
             print(f"srv6pm: lab {lab.prefix!r} is not up; cleaning up anyway", file=sys.stderr)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import srv6pm
 
@@ -27,17 +27,28 @@ from .tcp import TcpResult
 from .topology import LabError, Topology, interface_name, parse_ipv6_dst
 from .traffic import DEFAULT_PORT, ReceiveResult, SendResult
 
+if TYPE_CHECKING:
+    import grpc
+
+    from .pki import Pki
+
 RUN_ROOT = Path("/run/srv6pm/lab")
 BPF_ROOT = Path("/sys/fs/bpf/srv6pm")
 NETNS_DIR = Path("/run/netns")
 HEALTH_TIMEOUT_S = 15.0
+MAX_SEND_MESSAGE = 64 << 20  # a desired state of 10,000+ flows
 
 
 class Lab:
     """One instance of a topology, identified by its namespace prefix.
 
-    All persistent facts (namespaces made, node manager PIDs) live in the state file, so a
-    ``Lab`` built in another process (e.g. ``srv6pm lab down``) can tear down what ``up`` made.
+    All persistent facts (namespaces made, node manager PIDs, TLS on or off) live in the
+    state file, so a ``Lab`` built in another process (e.g. ``srv6pm lab down``) can tear
+    down what ``up`` made.
+
+    With ``tls`` the node managers serve mutual TLS only, with a throwaway PKI
+    (:mod:`srv6pm.lab.pki`) made by ``up``; :meth:`channel` connects with its client
+    certificate.
     """
 
     def __init__(
@@ -46,6 +57,7 @@ class Lab:
         prefix: str | None = None,
         base_port: int | None = None,
         node_manager_settings: dict[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
         self.topology = topology
         # more settings for every node manager (e.g. kafka_bootstrap), as command-line flags
@@ -58,6 +70,7 @@ class Lab:
         self.base_port = base_port
         if base_port is not None and not 1 <= base_port <= 65536 - len(topology.routers):
             raise LabError(f"invalid base port {base_port}")
+        self._tls = tls
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
     # --- names and paths -----------------------------------------------------------------
@@ -100,6 +113,46 @@ class Lab:
         info = self._read_state().get("node_managers", {}).get(router)
         return str(info["grpc"]) if info else f"127.0.0.1:{self.grpc_port(router)}"
 
+    @property
+    def tls(self) -> bool:
+        """True if the node managers serve mutual TLS: as recorded by ``up`` once the lab is
+        up (whatever this ``Lab`` was built with), else the ``tls`` it was built with."""
+        state = self._read_state()
+        return bool(state.get("tls", False)) if state else self._tls
+
+    @property
+    def pki(self) -> Pki:
+        """Paths of the lab's PKI (``ca``, ``client_cert``, ``client_key``, server files),
+        in ``<state_dir>/pki``; :class:`LabError` if the lab runs without TLS."""
+        if not self.tls:
+            raise LabError(f"lab {self.prefix!r} runs without TLS: it has no PKI")
+        from .pki import Pki  # noqa: PLC0415 (cryptography only for TLS labs)
+
+        return Pki(self.state_dir / "pki")
+
+    def channel(self, router: str) -> grpc.Channel:
+        """A gRPC channel to ``router``'s node manager: mutual TLS with the lab's client
+        certificate (the server must prove it is ``router``) if :attr:`tls`, else plaintext.
+        The caller closes it (``with lab.channel(r) as channel: ...``) or lets it go."""
+        import grpc  # noqa: PLC0415 (keeps `import srv6pm.lab` light for the traffic helper)
+
+        address = self.grpc_address(router)
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_send_message_length", MAX_SEND_MESSAGE),
+            ("grpc.enable_http_proxy", 0),
+        ]
+        if not self.tls:
+            return grpc.insecure_channel(address, options=options)
+        pki = self.pki
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=pki.ca.read_bytes(),
+            private_key=pki.client_key.read_bytes(),
+            certificate_chain=pki.client_cert.read_bytes(),
+        )
+        # the certificate must name this router: another router's manager is refused
+        options.append(("grpc.ssl_target_name_override", router))
+        return grpc.secure_channel(address, credentials, options=options)
+
     def bpf_dir(self, router: str) -> Path:
         """BPF pin directory of ``router``'s node manager."""
         return BPF_ROOT / self.netns(router)
@@ -136,12 +189,17 @@ class Lab:
             "prefix": self.prefix,
             "created": time.time(),
             "topology": str(self.topology.source or ""),
+            "tls": self._tls,
             "complete": False,
             "namespaces": [],
             "node_managers": {},
         }
         self._write_state(state)
         try:
+            if self._tls:
+                from . import pki  # noqa: PLC0415 (cryptography only for TLS labs)
+
+                pki.create(self.state_dir / "pki", self.topology.routers)
             self._build_network(state)
             if start_node_managers:
                 for router in self.topology.routers:
@@ -197,7 +255,7 @@ class Lab:
                 "pid": pid,
                 "alive": pid is not None,
                 "grpc": info["grpc"],
-                "serving": pid is not None and _health_serving(info["grpc"], 1.0),
+                "serving": pid is not None and self._health_serving(router, 1.0),
                 "log": info["log"],
             }
         return {
@@ -205,6 +263,7 @@ class Lab:
             "up": bool(state),
             "complete": state.get("complete", False),
             "topology": state.get("topology"),
+            "tls": bool(state.get("tls", False)),
             "state_dir": str(self.state_dir),
             "namespaces": {ns: (NETNS_DIR / ns).exists() for ns in state.get("namespaces", [])},
             "node_managers": managers,
@@ -214,6 +273,17 @@ class Lab:
 
     def node_manager_argv(self, router: str) -> list[str]:
         """Command line of ``router``'s node manager."""
+        tls = []
+        if self.tls:
+            pki = self.pki
+            tls = [
+                "--tls-ca",
+                str(pki.ca),
+                "--tls-cert",
+                str(pki.server_cert(router)),
+                "--tls-key",
+                str(pki.server_key(router)),
+            ]
         return [
             sys.executable,
             "-m",
@@ -235,6 +305,7 @@ class Lab:
             "yes",
             "--metrics-listen",
             f"127.0.0.1:{self.metrics_port(router)}",
+            *tls,
             *(
                 arg
                 for name, value in self.node_manager_settings.items()
@@ -298,7 +369,7 @@ class Lab:
         """Wait until ``router``'s node manager answers the gRPC health check with SERVING."""
         address = self.grpc_address(router)
         deadline = time.monotonic() + timeout
-        while not _health_serving(address, 1.0):
+        while not self._health_serving(router, 1.0):
             if self.pid(router) is None:
                 raise LabError(
                     f"node manager {router} exited; end of {self.log_path(router)}:\n"
@@ -692,6 +763,21 @@ class Lab:
             time.sleep(0.05)
         return False
 
+    def _health_serving(self, router: str, timeout: float) -> bool:
+        """True if ``router``'s node manager answers the health check with SERVING (over
+        mutual TLS in a TLS lab)."""
+        import grpc  # noqa: PLC0415 (keeps `import srv6pm.lab` light for the traffic helper)
+        from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: PLC0415
+
+        with self.channel(router) as channel:
+            try:
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=timeout
+                )
+            except grpc.RpcError:
+                return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
     def _log_tail(self, router: str, lines: int = 30) -> str:
         try:
             text = self.log_path(router).read_text(errors="replace")
@@ -768,21 +854,6 @@ def _child_env() -> dict[str, str]:
     old = os.environ.get("PYTHONPATH", "")
     paths = [*roots, *(p for p in old.split(os.pathsep) if p and p not in roots)]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-
-
-def _health_serving(address: str, timeout: float) -> bool:
-    import grpc  # noqa: PLC0415 (keeps `import srv6pm.lab` light for the traffic helper)
-    from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: PLC0415
-
-    options = [("grpc.enable_http_proxy", 0)]
-    with grpc.insecure_channel(address, options=options) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout
-            )
-        except grpc.RpcError:
-            return False
-    return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 
 def _remove_tree(path: Path) -> None:

@@ -4,7 +4,6 @@ h1 -> h2 and the reverse roles for h2 -> h1. Used by the demo and the lab tests.
 
 from __future__ import annotations
 
-import grpc
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 from srv6pm.proto.v1 import records_pb2
@@ -85,10 +84,8 @@ def desired_states(
 
 
 def stub(lab: Lab, router: str) -> pb_grpc.NodeManagerStub:
-    channel = grpc.insecure_channel(
-        lab.grpc_address(router), options=[("grpc.max_send_message_length", 64 << 20)]
-    )
-    return pb_grpc.NodeManagerStub(channel)
+    """A NodeManager client of ``router`` on :meth:`Lab.channel` (mutual TLS in a TLS lab)."""
+    return pb_grpc.NodeManagerStub(lab.channel(router))
 
 
 def apply(

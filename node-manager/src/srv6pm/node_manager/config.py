@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +17,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SRV6PM_", extra="forbid")
 
     node_id: str = Field("node", description="Name of this router, reported by GetInfo.")
-    listen: str = Field("127.0.0.1:50051", description="gRPC listen address host:port.")
+    listen: str = Field(
+        "127.0.0.1:50051",
+        description="gRPC listen address host:port. Anything but loopback needs mutual TLS "
+        "(tls_ca, tls_cert, tls_key).",
+    )
     netns: str = Field("", description="Network namespace to program ('' = our own).")
     period_s: float = Field(10.0, gt=0, description="Marking period T in seconds.")
     guard_ms: int = Field(
@@ -62,6 +67,22 @@ class Settings(BaseSettings):
         "", description="Prometheus /metrics listen address host:port ('' = off)."
     )
     log_level: str = Field("INFO", description="Python logging level.")
+    tls_ca: Path | None = Field(
+        None,
+        description="CA certificate (PEM) the clients' certificates must be signed by. "
+        "With tls_cert and tls_key: mutual TLS, required unless listen is loopback.",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
+    tls_cert: Path | None = Field(
+        None,
+        description="This node manager's certificate (PEM; intermediates after it) for mutual TLS.",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
+    tls_key: Path | None = Field(
+        None,
+        description="Private key (PEM) of tls_cert; keep it readable by root only.",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
 
     @field_validator("kafka_config", mode="before")
     @classmethod
@@ -78,6 +99,33 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _mutual_tls_off_loopback(self) -> Settings:
+        # The API programs the router's routes and data plane: whoever reaches the port
+        # owns the router, so only loopback may serve it in plaintext.
+        given = {"tls_ca": self.tls_ca, "tls_cert": self.tls_cert, "tls_key": self.tls_key}
+        missing = [name for name, path in given.items() if path is None]
+        if missing and len(missing) < len(given):
+            raise ValueError(
+                f"mutual TLS needs tls_ca, tls_cert and tls_key together, but "
+                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: "
+                f"set all three (--tls-ca/--tls-cert/--tls-key or "
+                f"SRV6PM_TLS_CA/_CERT/_KEY) or none"
+            )
+        if missing and not is_loopback(self.listen):
+            raise ValueError(
+                f"listen {self.listen!r} is not a loopback address and TLS is off: the "
+                "node manager serves plaintext gRPC on loopback only (127.0.0.0/8, [::1], "
+                "localhost). Set tls_ca, tls_cert and tls_key (--tls-ca/--tls-cert/--tls-key "
+                "or SRV6PM_TLS_CA/_CERT/_KEY) for mutual TLS, or listen on 127.0.0.1"
+            )
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """True if the gRPC API is served with mutual TLS."""
+        return self.tls_ca is not None
+
     @property
     def period_ns(self) -> int:
         return round(self.period_s * 1e9)
@@ -85,6 +133,19 @@ class Settings(BaseSettings):
     @property
     def guard_ns(self) -> int:
         return self.guard_ms * 1_000_000
+
+
+def is_loopback(listen: str) -> bool:
+    """True if the gRPC listen address ``host:port`` binds loopback only (127.0.0.0/8,
+    ::1, localhost). An empty host, a wildcard or anything unparsable is not loopback."""
+    host = listen.rsplit(":", 1)[0] if ":" in listen else listen
+    host = host.removeprefix("[").removesuffix("]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

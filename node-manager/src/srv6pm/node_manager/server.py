@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,6 +18,7 @@ from .adapters.journal import Journal
 from .adapters.kafka import KafkaPublisher
 from .api.servicer import NodeManagerServicer
 from .config import Settings
+from .domain.errors import NodeManagerError
 from .drivers.linux.clock import kernel_clock_synchronised
 from .drivers.linux.driver import LinuxDriver
 from .service.node import NodeService
@@ -26,8 +28,63 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE = 64 * 1024 * 1024  # 10,000+ flows in one desired state
 
 
+class StartupError(NodeManagerError):
+    """The node manager cannot start with these settings (e.g. unreadable TLS files)."""
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """Mutual TLS credentials from tls_ca/tls_cert/tls_key: clients must present a
+    certificate signed by tls_ca. None without TLS (the settings allow that on loopback only).
+
+    Raises :class:`StartupError` naming the setting and file that cannot be read.
+    """
+    if settings.tls_ca is None or settings.tls_cert is None or settings.tls_key is None:
+        return None
+    ca = _read_pem("tls_ca", settings.tls_ca)
+    cert = _read_pem("tls_cert", settings.tls_cert)
+    key = _read_pem("tls_key", settings.tls_key)
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=True
+    )
+
+
+def _read_pem(setting: str, path: Path) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise StartupError(f"cannot read {setting} {path}: {e.strerror or e}") from e
+    if b"-----BEGIN " not in data:
+        raise StartupError(f"{setting} {path} is not PEM (no -----BEGIN line)")
+    return data
+
+
+def _bind(server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None) -> int:
+    port: int
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        reason = "the address is not one of this host's, or it is in use"
+        if credentials is not None:
+            # gRPC says "Failed to bind" for a bad certificate or key too (reason in its log)
+            reason += ", or tls_cert/tls_key is not a certificate and its matching key"
+        raise StartupError(f"cannot listen on {listen}: {reason}")
+    return port
+
+
 class NodeManagerServer:
     def __init__(self, settings: Settings) -> None:
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+        ]
+        self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
+        # before anything touches the router: bad TLS files or a taken port stop the start
+        self.port = _bind(self.grpc, settings.listen, server_credentials(settings))
         settings.state_dir.mkdir(parents=True, exist_ok=True)
         self.driver = LinuxDriver(
             settings.bpf_dir,
@@ -65,11 +122,6 @@ class NodeManagerServer:
             settings.history_blocks,
             clock_synchronised=kernel_clock_synchronised() if synced is None else synced,
         )
-        options = [
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-        ]
-        self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=options)
         self.registry = CollectorRegistry()
         self.registry.register(
             metrics.NodeCollector(
@@ -94,9 +146,6 @@ class NodeManagerServer:
             reflection.SERVICE_NAME,
         )
         reflection.enable_server_reflection(names, self.grpc)
-        self.port = self.grpc.add_insecure_port(settings.listen)
-        if self.port == 0:
-            raise RuntimeError(f"cannot listen on {settings.listen}")
         self._settings = settings
 
     def start(self) -> None:
@@ -109,10 +158,12 @@ class NodeManagerServer:
         self.grpc.start()
         for name in ("", "srv6pm.v1.NodeManager"):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        tls = self._settings.tls
         log.info(
-            "node manager %s serving on %s (netns=%s, T=%ss)",
+            "node manager %s serving on %s mode=%s (netns=%s, T=%ss)",
             self._settings.node_id,
             self._settings.listen,
+            f"mutual-tls client_ca={self._settings.tls_ca}" if tls else "plaintext-loopback",
             self._settings.netns or "-",
             self._settings.period_s,
         )
