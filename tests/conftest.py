@@ -52,12 +52,14 @@ def running_lab(
     *,
     tls: bool = False,
     prefix_start: str = PREFIX_START,
+    apply_scenario: bool = True,
 ) -> Iterator[Lab]:
     """A lab of the default topology in the scenario's state, with UDP listeners on both hosts;
     torn down on exit, with the node managers' logs printed if a test of the module failed.
 
     With ``tls`` the node managers serve mutual TLS only (``Lab(tls=True)``): the scenario
-    and every ``scenario.stub`` go over it with the lab's client certificate."""
+    and every ``scenario.stub`` go over it with the lab's client certificate. Without
+    ``apply_scenario`` the node managers start empty (the controller programs them)."""
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
     topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
@@ -70,7 +72,8 @@ def running_lab(
     )
     try:
         instance.up()
-        scenario.apply(instance, marking_mode)
+        if apply_scenario:
+            scenario.apply(instance, marking_mode)
         with contextlib.ExitStack() as sinks:
             # Listeners on both hosts: a closed port would answer with ICMPv6 errors, which are
             # real packets of the reverse flow and would be counted.

@@ -23,6 +23,7 @@ import json
 import os
 import pwd
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -814,3 +815,39 @@ class CollectorProcess(_Server):
             return self.get("/healthz")[0] == 200
         except OSError:
             return False
+
+
+class ControllerProcess(CollectorProcess):
+    """An srv6pm controller (``python -m srv6pm.controller``) with the given settings, its REST
+    API on 127.0.0.1:``http_port``, its desired state in a SQLite file of its working directory
+    unless ``database_url`` is given, and an admin token (``token``) installed at start."""
+
+    name = "controller"
+
+    def __init__(
+        self,
+        workdir: Path,
+        settings: dict[str, str],
+        http_port: int | None = None,
+        *,
+        start_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+    ) -> None:
+        super().__init__(
+            workdir, settings, http_port, start_timeout=start_timeout, stop_timeout=stop_timeout
+        )
+        self.token = settings.get("bootstrap_token") or "s6pm_" + secrets.token_urlsafe(32)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def _prepare(self) -> list[str]:
+        settings = {
+            "database_url": f"sqlite:///{self.workdir / 'controller.db'}",
+            "bootstrap_token": self.token,
+            **self.settings,
+            "listen": f"127.0.0.1:{self.http_port}",
+        }
+        flags = [a for k, v in settings.items() for a in (f"--{k.replace('_', '-')}", v)]
+        return [sys.executable, "-m", "srv6pm.controller", *flags]

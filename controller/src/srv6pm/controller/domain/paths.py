@@ -89,9 +89,18 @@ def check_session(session: Session, fleet: Fleet) -> None:
             raise Invalid(
                 f"node {node} has no probe_address: STAMP needs one at both ends of a session"
             )
+    routes = dict(stamp_routes(session, fleet))
     for other in fleet.sessions.values():
         if other.name == session.name:
             continue
+        for (node, address), segments in stamp_routes(other, fleet):
+            if routes.get((node, address), segments) != segments:
+                raise Conflict(
+                    f"session {other.name} already steers STAMP traffic from {node} to "
+                    f"{address} into another SID list: probes and replies are routed by "
+                    "destination, so sessions between the same two nodes must use the same "
+                    "policies"
+                )
         if other.policy == session.policy:
             raise Conflict(f"session {other.name} already measures policy {session.policy}")
         reflector = fleet.policies[other.policy].tail_node
@@ -101,3 +110,15 @@ def check_session(session: Session, fleet: Fleet) -> None:
                 f"{'another' if other.hmac_key else 'no'} HMAC key: a node's Session-Reflector "
                 "has one key, so every session it reflects must use the same"
             )
+
+
+def stamp_routes(session: Session, fleet: Fleet) -> list[tuple[tuple[str, str], tuple[str, ...]]]:
+    """The /128 routes a session needs: ((node, destination), SID list) for its probes at the
+    sender and its replies at the reflector."""
+    forward = fleet.policies[session.policy]
+    back = fleet.policies[session.return_policy]
+    sender, reflector = fleet.nodes[forward.head_node], fleet.nodes[forward.tail_node]
+    return [
+        ((sender.name, reflector.probe_address), forward.segments),
+        ((reflector.name, sender.probe_address), back.segments),
+    ]

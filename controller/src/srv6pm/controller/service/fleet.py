@@ -6,7 +6,7 @@ then woken to push it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
@@ -216,18 +216,21 @@ class FleetService:
             p.name: p for p in db.scalars(select(PolicyRow).where(PolicyRow.name.in_(names)))
         }
         forward = policies.get(session.policy)
-        others: Iterable[SessionRow] = ()
-        nodes: Iterable[NodeRow] = ()
+        others: list[SessionRow] = []
         if forward is not None:
-            # sessions on the same policy, and those reflected by the same node (one HMAC key)
-            reflected = select(PolicyRow.name).where(PolicyRow.tail_node == forward.tail_node)
-            others = list(db.scalars(select(SessionRow).where(SessionRow.policy.in_(reflected))))
-            more = {o.policy for o in others} - set(policies)
+            # sessions with an end on either end node: one HMAC key per reflector, one route
+            # per destination
+            ends = (forward.head_node, forward.tail_node)
+            touching = select(PolicyRow.name).where(
+                or_(PolicyRow.head_node.in_(ends), PolicyRow.tail_node.in_(ends))
+            )
+            others = list(db.scalars(select(SessionRow).where(SessionRow.policy.in_(touching))))
+            more = {p for o in others for p in (o.policy, o.return_policy)} - set(policies)
             policies.update(
                 {p.name: p for p in db.scalars(select(PolicyRow).where(PolicyRow.name.in_(more)))}
             )
-            ends = (forward.head_node, forward.tail_node)
-            nodes = db.scalars(select(NodeRow).where(NodeRow.name.in_(ends)))
+        names_of_nodes = {n for p in policies.values() for n in (p.head_node, p.tail_node)}
+        nodes = db.scalars(select(NodeRow).where(NodeRow.name.in_(names_of_nodes)))
         return store.fleet(db, self.marking_mode, nodes, (), policies.values(), others)
 
 

@@ -17,7 +17,7 @@ from srv6pm.twamp.sender import MAX_GAP_BLOCKS
 
 from ..domain import validation
 from ..domain.blocks import BlockClock, FlowBlock, colour, counter_delta
-from ..domain.errors import FailedPrecondition, NodeManagerError, NotFound
+from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
 from .results import ResultsService
@@ -200,19 +200,31 @@ class NodeService:
     def _probe_policies(state: NodeState) -> tuple[SrPolicy, ...]:
         """STAMP probes share the data's fate: a /128 policy steers each session's probes into
         its direct SID list, and the replies to each declared sender into its return path
-        (RFC 9503). Only declared state makes routes: nothing a probe carries does."""
-        direct = tuple(
-            SrPolicy(f"stamp:{s.name}", f"{s.reflector_address}/128", s.direct_segments)
+        (RFC 9503). Only declared state makes routes: nothing a probe carries does.
+
+        Routes go by destination, so sessions that send to, or reflect for, the same peer
+        address share one route: they must agree on its SID list."""
+        direct = (
+            (f"stamp:{s.name}", s.reflector_address, s.direct_segments)
             for s in state.sessions
             if s.direct_segments
         )
         sessions = state.reflector.sessions if state.reflector.enabled else ()
-        back = tuple(
-            SrPolicy(f"stamp-return:{r.sender_address}", f"{r.sender_address}/128", r.segments)
+        back = (
+            (f"stamp-return:{r.sender_address}", r.sender_address, r.segments)
             for s in sessions
             for r in s.return_paths
         )
-        return direct + back
+        routes: dict[str, SrPolicy] = {}
+        for name, address, segments in (*direct, *back):
+            held = routes.setdefault(address, SrPolicy(name, f"{address}/128", segments))
+            if held.segments != segments:
+                raise InvalidArgument(
+                    f"STAMP traffic to {address} would take two SID lists ({held.name}: "
+                    f"{', '.join(held.segments)}; {name}: {', '.join(segments)}): probes and "
+                    "replies are steered by destination, so they must agree"
+                )
+        return tuple(routes.values())
 
     def _sync_local_addresses(self, state: NodeState) -> None:
         """STAMP endpoints' addresses must be deliverable after End.DT6 decapsulation."""
