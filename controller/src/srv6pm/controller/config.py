@@ -24,9 +24,21 @@ class Settings(BaseSettings):
     marking_mode: MarkingMode = Field(
         MarkingMode.ALTMARK, description="Alternate marking of the whole domain: altmark or dscp."
     )
-    tls_ca: Path | None = Field(None, description="CA that signs the node managers' certificates.")
-    tls_cert: Path | None = Field(None, description="The controller's client certificate (mTLS).")
-    tls_key: Path | None = Field(None, description="The client certificate's private key.")
+    tls_ca: Path | None = Field(
+        None,
+        description="CA that signs the node managers' certificates.",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
+    tls_cert: Path | None = Field(
+        None,
+        description="The controller's client certificate (mTLS).",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
+    tls_key: Path | None = Field(
+        None,
+        description="The client certificate's private key.",
+        json_schema_extra={"doc_default": "(none: plaintext)"},
+    )
     resync_s: float = Field(
         30.0, gt=0, description="How often each node is checked for drift (a dry-run ApplyState)."
     )
