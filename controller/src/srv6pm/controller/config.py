@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         description="The client certificate's private key.",
         json_schema_extra={"doc_default": "(none: plaintext)"},
     )
+    reconcile: bool = Field(
+        True,
+        description="Push the desired state to the node managers. false: the API stores and "
+        "serves it but no node is contacted (to stage a fleet, or a read-only replica).",
+    )
     resync_s: float = Field(
         30.0, gt=0, description="How often each node is checked for drift (a dry-run ApplyState)."
     )

@@ -63,7 +63,7 @@ def _nothing() -> None:
 class ControllerServer:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self.services, self._store, self._influx = build(settings)
+        self.services, self._store, self._influx = build(settings, settings.reconcile)
         if settings.bootstrap_token:
             self.services.auth.ensure("bootstrap", "admin", settings.bootstrap_token)
         self.registry = CollectorRegistry()

@@ -6,7 +6,7 @@ then woken to push it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
@@ -115,6 +115,23 @@ class FleetService:
     def fleet(self) -> Fleet:
         with self._store.read() as db:
             return store.fleet(db, self.marking_mode)
+
+    def around(self, policies: Iterable[str], session: str | None = None) -> Fleet:
+        """The part of the domain that shows the given policies' paths (and a session): them,
+        their SIDs and every node. A response must not read the whole fleet: there may be
+        10,000 sessions."""
+        with self._store.read() as db:
+            sessions = [row] if session and (row := db.get(SessionRow, session)) else []
+            wanted = set(policies) | {p for s in sessions for p in (s.policy, s.return_policy)}
+            rows = list(db.scalars(select(PolicyRow).where(PolicyRow.name.in_(wanted))))
+            sids = {s for p in rows for s in p.segments}
+            return store.fleet(
+                db,
+                self.marking_mode,
+                sids=db.scalars(select(LocalSidRow).where(LocalSidRow.sid.in_(sids))),
+                policies=rows,
+                sessions=sessions,
+            )
 
     def node_status(self) -> dict[str, NodeStatus]:
         """What the reconciler last did on each node."""

@@ -44,7 +44,7 @@ def _changes(patch: schemas.PolicyPatch) -> dict[str, Any]:
 @router.post("", status_code=201, response_model=schemas.PolicyOut)
 def create_policy(body: schemas.PolicyIn, svc: Svc, who: Admin) -> schemas.PolicyOut:
     policy, revision = svc.fleet.create(POLICY, _domain(body), who.name)
-    return views.policy(policy, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.policy(policy, revision, svc.fleet.around([policy.name]), svc.fleet.node_status())
 
 
 @router.get("", response_model=schemas.PolicyList)
@@ -58,7 +58,7 @@ def list_policies(
 ) -> schemas.PolicyList:
     filters = {k: v for k, v in (("head_node", head_node), ("tail_node", tail_node)) if v}
     found, total = svc.fleet.page(POLICY, filters, limit, offset)
-    fleet, held = svc.fleet.fleet(), svc.fleet.node_status()
+    fleet, held = svc.fleet.around(p.name for p, _ in found), svc.fleet.node_status()
     items = [views.policy(p, r, fleet, held) for p, r in found]
     return schemas.PolicyList(items=items, total=total, limit=limit, offset=offset)
 
@@ -66,7 +66,7 @@ def list_policies(
 @router.get("/{name}", response_model=schemas.PolicyOut)
 def get_policy(name: str, svc: Svc, _: Reader) -> schemas.PolicyOut:
     policy, revision = svc.fleet.get(POLICY, name)
-    return views.policy(policy, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.policy(policy, revision, svc.fleet.around([policy.name]), svc.fleet.node_status())
 
 
 @router.patch("/{name}", response_model=schemas.PolicyOut)
@@ -76,7 +76,7 @@ def update_policy(name: str, body: schemas.PolicyPatch, svc: Svc, who: Admin) ->
     merged.pop("flow_mon_id")
     schemas.PolicyIn.model_validate(merged)  # the encap mode / device rule, on the result
     policy, revision = svc.fleet.update(POLICY, name, _changes(body), who.name)
-    return views.policy(policy, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.policy(policy, revision, svc.fleet.around([policy.name]), svc.fleet.node_status())
 
 
 @router.delete("/{name}", status_code=204)

@@ -86,7 +86,7 @@ def delay(
 @router.get("/hops", response_model=schemas.Hops)
 def hops(name: str, svc: Svc, _: Reader, block: Annotated[int, Query(ge=0)]) -> schemas.Hops:
     """For one block: what each node of both paths counted, and the loss of each segment."""
-    directions = svc.results.hops(name, block, svc.fleet.fleet())
+    directions = svc.results.hops(name, block, svc.fleet.around((), session=name))
     return schemas.Hops(
         session=name,
         block=block,

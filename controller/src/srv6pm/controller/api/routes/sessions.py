@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ...domain.model import Session
+from ...domain.model import Fleet, Session
 from ...service.fleet import SESSION
 from .. import schemas, views
-from ..deps import Admin, Reader, Svc
+from ..deps import Admin, Reader, Services, Svc
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -31,10 +31,14 @@ def _changes(patch: schemas.SessionPatch) -> dict[str, Any]:
     return out
 
 
+def _around(svc: Services, sessions: list[Session]) -> Fleet:
+    return svc.fleet.around(p for s in sessions for p in (s.policy, s.return_policy))
+
+
 @router.post("", status_code=201, response_model=schemas.SessionOut)
 def create_session(body: schemas.SessionIn, svc: Svc, who: Admin) -> schemas.SessionOut:
     session, revision = svc.fleet.create(SESSION, _domain(body), who.name)
-    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.session(session, revision, _around(svc, [session]), svc.fleet.node_status())
 
 
 @router.get("", response_model=schemas.SessionList)
@@ -46,7 +50,7 @@ def list_sessions(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> schemas.SessionList:
     found, total = svc.fleet.page(SESSION, {"policy": policy} if policy else {}, limit, offset)
-    fleet, held = svc.fleet.fleet(), svc.fleet.node_status()
+    fleet, held = _around(svc, [s for s, _ in found]), svc.fleet.node_status()
     items = [views.session(s, r, fleet, held) for s, r in found]
     return schemas.SessionList(items=items, total=total, limit=limit, offset=offset)
 
@@ -54,7 +58,7 @@ def list_sessions(
 @router.get("/{name}", response_model=schemas.SessionOut)
 def get_session(name: str, svc: Svc, _: Reader) -> schemas.SessionOut:
     session, revision = svc.fleet.get(SESSION, name)
-    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.session(session, revision, _around(svc, [session]), svc.fleet.node_status())
 
 
 @router.patch("/{name}", response_model=schemas.SessionOut)
@@ -62,7 +66,7 @@ def update_session(
     name: str, body: schemas.SessionPatch, svc: Svc, who: Admin
 ) -> schemas.SessionOut:
     session, revision = svc.fleet.update(SESSION, name, _changes(body), who.name)
-    return views.session(session, revision, svc.fleet.fleet(), svc.fleet.node_status())
+    return views.session(session, revision, _around(svc, [session]), svc.fleet.node_status())
 
 
 @router.delete("/{name}", status_code=204)

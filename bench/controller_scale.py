@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""The controller at scale: a fleet of real node managers in network namespaces and a session
+between every ordered pair of them.
+
+Topology: a hub router and ``--spokes`` spoke routers, each spoke with a locator routed through
+the hub, one node manager per router (mutual TLS). Each spoke has an End.DT6 SID; for every
+ordered pair (A, B) of spokes a policy A -> B with the SID list [B's End.DT6] and a session
+measuring it with the policy B -> A as its return: spokes * (spokes - 1) sessions and policies.
+
+Phases, one controller process over one SQLite file:
+
+1. stage: the controller runs with ``reconcile=false``; nodes, SIDs, policies and sessions are
+   created through the REST API (one request each, one client): requests per second.
+2. apply: the controller is restarted with reconciliation on, over an empty fleet of node
+   managers; time until every session's status is ``applied`` (polled through the API).
+3. restart: the controller is killed (-9) and started again; time until it has checked every
+   node (every node's last_attempt after the restart) and every session is still ``applied``;
+   the node managers' ApplyState counts before and after (nothing should be re-applied).
+4. results: ``--blocks`` blocks of loss points for every session are written to a real InfluxDB;
+   then ``--requests`` GETs of /v1/sessions/{random}/loss?limit=10 and of /hops: p50/p99.
+Controller memory: its peak RSS (VmHWM) after each phase.
+
+Needs root, ``make servers`` (InfluxDB). Results go to bench/results/controller-scale-<time>.json;
+method and figures: docs/BENCHMARKS.md, "Controller at scale".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from machine import machine
+from srv6pm.lab.fleet import Api
+from srv6pm.lab.lab import Lab
+from srv6pm.lab.servers import ControllerProcess, InfluxServer, free_ports
+from srv6pm.lab.topology import Topology
+
+RESULTS = Path(__file__).parent / "results"
+HUB = "hub"
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def spoke(i: int) -> str:
+    return f"s{i}"
+
+
+def topology(spokes: int, period_s: float, base_port: int) -> Topology:
+    routers: dict[str, Any] = {HUB: {"grpc_port": base_port}}
+    links = []
+    for i in range(1, spokes + 1):
+        routers[spoke(i)] = {"grpc_port": base_port + i, "locator": f"fc00:{i:x}::/32"}
+        links.append({"ends": {HUB: f"fcf0:0:{i:x}::1/64", spoke(i): f"fcf0:0:{i:x}::2/64"}})
+    return Topology.model_validate(
+        {"name": "bscale", "period_s": period_s, "routers": routers, "links": links}
+    )
+
+
+def probe_address(i: int) -> str:
+    return f"fcf0:0:{i:x}::2"
+
+
+def sid(i: int) -> str:
+    return f"fc00:{i:x}::d6"
+
+
+def stage(api: Api, spokes: int, lab: Lab) -> dict[str, float]:
+    created = 0
+    started = time.perf_counter()
+    for i in range(1, spokes + 1):
+        name = spoke(i)
+        api.post(
+            "/v1/nodes",
+            {
+                "name": name,
+                "endpoint": lab.grpc_address(name),
+                "probe_address": probe_address(i),
+                "core_interfaces": [lab.interface(name, HUB)],
+            },
+        )
+        api.post("/v1/local-sids", {"sid": sid(i), "node": name, "behaviour": "End.DT6"})
+        created += 2
+    for a in range(1, spokes + 1):
+        for b in range(1, spokes + 1):
+            if a != b:
+                api.post(
+                    "/v1/policies",
+                    {
+                        "name": f"p{a}-{b}",
+                        "head_node": spoke(a),
+                        "tail_node": spoke(b),
+                        "segments": [sid(b)],
+                        "prefix": f"fd{a:02x}:{b:x}::/64",
+                    },
+                )
+                created += 1
+        log(f"  policies from {spoke(a)} created")
+    for a in range(1, spokes + 1):
+        for b in range(1, spokes + 1):
+            if a != b:
+                api.post(
+                    "/v1/sessions",
+                    {"name": f"m{a}-{b}", "policy": f"p{a}-{b}", "return_policy": f"p{b}-{a}"},
+                )
+                created += 1
+        log(f"  sessions from {spoke(a)} created")
+    seconds = time.perf_counter() - started
+    return {"objects": created, "seconds": seconds, "per_s": created / seconds}
+
+
+def sessions_applied(api: Api) -> tuple[int, int]:
+    applied = total = 0
+    offset = 0
+    while True:
+        page = api.get("/v1/sessions", limit=1000, offset=offset)
+        total = page["total"]
+        applied += sum(s["status"]["state"] == "applied" for s in page["items"])
+        offset += len(page["items"])
+        if offset >= total or not page["items"]:
+            return applied, total
+
+
+def wait_all_applied(api: Api, timeout: float) -> float:
+    started = time.perf_counter()
+    while True:
+        applied, total = sessions_applied(api)
+        if applied == total:
+            return time.perf_counter() - started
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(f"{applied} of {total} sessions applied after {timeout} s")
+        time.sleep(0.5)
+
+
+def apply_counts(lab: Lab, routers: list[str]) -> dict[str, float]:
+    counts = {}
+    for router in routers:
+        url = f"http://127.0.0.1:{lab.metrics_port(router)}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            lines = r.read().decode().splitlines()
+        counts[router] = next(
+            (float(x.split()[-1]) for x in lines if x.startswith("srv6pm_apply_seconds_count")),
+            0.0,
+        )
+    return counts
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def fill_influx(influx: InfluxServer, spokes: int, blocks: int, period_ns: int) -> tuple[int, int]:
+    """Loss and flow points of `blocks` blocks before now for every session; (points, the
+    last block)."""
+    now_block = time.time_ns() // period_ns
+    points = 0
+    client = httpx.Client(base_url=influx.url, timeout=60)
+    for k in range(now_block - blocks, now_block):
+        lines = []
+        for a in range(1, spokes + 1):
+            for b in range(1, spokes + 1):
+                if a == b:
+                    continue
+                for direction in ("forward", "reverse"):
+                    lines.append(
+                        f"loss,session=m{a}-{b},policy=p{a}-{b},direction={direction},"
+                        f"src_node=s{a},dst_node=s{b} block={k}i,tx=1000i,rx=999i,lost=1i,"
+                        f'loss_ratio=0.001,valid=true,reason="" {k * period_ns}'
+                    )
+                for node, flow in ((f"s{a}", f"p{a}-{b}"), (f"s{b}", f"p{a}-{b}")):
+                    role = "ingress" if node == f"s{a}" else "egress"
+                    lines.append(
+                        f"flow,node={node},flow={flow},role={role} block={k}i,packets=1000i,"
+                        f'bytes=64000i,flow_mon_id=1i,valid=true,reason="" {k * period_ns}'
+                    )
+        reply = client.post(
+            "/write", params={"db": "srv6pm", "precision": "ns"}, content="\n".join(lines)
+        )
+        reply.raise_for_status()
+        points += len(lines)
+    client.close()
+    return points, now_block - 1
+
+
+def latency(api: Api, spokes: int, requests: int, path: str, **params: Any) -> dict[str, float]:
+    samples = []
+    for _ in range(requests):
+        a, b = random.sample(range(1, spokes + 1), 2)
+        started = time.perf_counter()
+        api.get(path.format(session=f"m{a}-{b}"), **params)
+        samples.append((time.perf_counter() - started) * 1000)
+    samples.sort()
+    return {
+        "requests": requests,
+        "p50_ms": statistics.median(samples),
+        "p99_ms": samples[int(0.99 * (len(samples) - 1))],
+        "max_ms": samples[-1],
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "spokes": args.spokes,
+        "sessions": args.spokes * (args.spokes - 1),
+    }
+    workdir = Path(tempfile.mkdtemp(prefix="srv6pm-bench-scale-"))
+    base_port = free_ports(1)[0]
+    lab = Lab(topology(args.spokes, args.period, base_port), prefix="bscale", tls=True)
+    influx_port, rpc_port, http_port = free_ports(3)
+    influx = InfluxServer(workdir / "influx", influx_port, rpc_port)
+    try:
+        log(f"lab: hub + {args.spokes} spokes, {args.spokes + 1} node managers ...")
+        started = time.perf_counter()
+        lab.up()
+        out["lab_up_s"] = time.perf_counter() - started
+        log(f"  up in {out['lab_up_s']:.1f} s")
+        influx.start()
+        influx.create_database("srv6pm")
+        settings = {
+            "influx_url": influx.url,
+            "tls_ca": str(lab.pki.ca),
+            "tls_cert": str(lab.pki.client_cert),
+            "tls_key": str(lab.pki.client_key),
+            "reconcile": "false",
+        }
+        controller = ControllerProcess(workdir / "controller", settings, http_port)
+        controller.start()
+        api = Api(controller.url, controller.token, timeout=120)
+        log("stage: creating the fleet through the REST API ...")
+        out["stage"] = stage(api, args.spokes, lab)
+        log(f"  {out['stage']}")
+        controller.stop()
+
+        controller.settings["reconcile"] = "true"
+        controller.settings["resync_s"] = "30"
+        log("apply: controller with reconciliation over empty node managers ...")
+        started = time.perf_counter()
+        controller.start()
+        wait_all_applied(api, args.timeout)
+        out["apply_from_start_s"] = time.perf_counter() - started
+        out["rss_after_apply_mb"] = peak_rss_mb(controller.pid or 0)
+        log(f"  applied in {out['apply_from_start_s']:.1f} s")
+
+        spokes = [spoke(i) for i in range(1, args.spokes + 1)]
+        before = apply_counts(lab, spokes)
+        log("restart: kill -9, start, wait for every node to be checked ...")
+        controller.kill()
+        restarted = time.time()
+        started = time.perf_counter()
+        controller.start()
+        while True:
+            nodes = api.get("/v1/nodes", limit=1000)["items"]
+            checked = [
+                n
+                for n in nodes
+                if n["last_attempt"]
+                and datetime.fromisoformat(n["last_attempt"]).timestamp() > restarted - 1
+            ]
+            if len(checked) == len(nodes):
+                break
+            time.sleep(0.2)
+        out["restart_reconciled_s"] = time.perf_counter() - started
+        applied, total = sessions_applied(api)
+        after = apply_counts(lab, spokes)
+        out["restart_sessions_applied"] = f"{applied}/{total}"
+        out["restart_reapplied_nodes"] = sum(after[r] != before[r] for r in spokes)
+        out["rss_after_restart_mb"] = peak_rss_mb(controller.pid or 0)
+        log(f"  reconciled in {out['restart_reconciled_s']:.1f} s, {applied}/{total} applied")
+
+        log(f"results: {args.blocks} blocks of points for every session ...")
+        out["influx_points"], last = fill_influx(
+            influx, args.spokes, args.blocks, int(args.period * 1e9)
+        )
+        out["loss_route"] = latency(
+            api, args.spokes, args.requests, "/v1/sessions/{session}/loss", limit=10
+        )
+        out["hops_route"] = latency(
+            api, args.spokes, args.requests // 5, "/v1/sessions/{session}/hops", block=last
+        )
+        out["rss_final_mb"] = peak_rss_mb(controller.pid or 0)
+        log(f"  loss route {out['loss_route']}")
+        controller.stop()
+        api.close()
+    finally:
+        influx.stop()
+        for problem in lab.down():
+            log(f"warning: {problem}")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--spokes", type=int, default=100)
+    parser.add_argument("--period", type=float, default=10.0)
+    parser.add_argument("--blocks", type=int, default=30)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+    out = run(args)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"controller-scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(out, indent=2, default=str))
+    print(json.dumps(out, indent=2, default=str))
+    log(f"written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
