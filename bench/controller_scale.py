@@ -223,6 +223,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lab = Lab(topology(args.spokes, args.period, base_port), prefix="bscale", tls=True)
     influx_port, rpc_port, http_port = free_ports(3)
     influx = InfluxServer(workdir / "influx", influx_port, rpc_port)
+    controller: ControllerProcess | None = None
     try:
         log(f"lab: hub + {args.spokes} spokes, {args.spokes + 1} node managers ...")
         started = time.perf_counter()
@@ -294,9 +295,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         out["rss_final_mb"] = peak_rss_mb(controller.pid or 0)
         log(f"  loss route {out['loss_route']}")
-        controller.stop()
         api.close()
     finally:
+        if controller:
+            controller.stop()
         influx.stop()
         for problem in lab.down():
             log(f"warning: {problem}")
