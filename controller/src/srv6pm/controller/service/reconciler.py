@@ -113,9 +113,12 @@ class Reconciler:
             self._wake.wait(self._next_wait())
 
     def _next_wait(self) -> float:
+        """Until the next node is due: its retry after a failure, else its drift check."""
         now = time.monotonic()
-        due = [t.retry_at for t in self._track.values() if t.retry_at > now]
-        due += [t.checked + self._resync for t in self._track.values()]
+        due = [
+            t.retry_at if t.retry_at > now else t.checked + self._resync
+            for t in self._track.values()
+        ]
         return max(0.05, min([*due, now + self._resync]) - now)
 
     def run_pass(self) -> bool:
