@@ -2,7 +2,8 @@
 
 ``generate()`` gives each dashboard's JSON model by uid; ``panel_queries`` / ``variable_queries``
 give the InfluxQL they send, ready to run against InfluxDB; ``schema.SCHEMA`` is the data they
-may use.
+may use. ``default_alert_rules()`` / ``alert_rules(objectives)`` give the alert rules for the
+per-session objectives, in Grafana's file provisioning format.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import Any
 
 from grafana_foundation_sdk.builders.dashboard import Dashboard
 from srv6pm.dashboards import fleet, flows, influxql, session
+from srv6pm.dashboards.alerts import AlertSettings, Thresholds, alert_rules, default_alert_rules
 from srv6pm.dashboards.queries import MissingVariable, panel_queries, substitute, variable_queries
-from srv6pm.dashboards.render import to_dict, to_json
+from srv6pm.dashboards.render import to_dict, to_json, to_yaml
 
 influxql.register()
 
@@ -32,10 +34,15 @@ def generate() -> dict[str, dict[str, Any]]:
 
 __all__ = [
     "DASHBOARDS",
+    "AlertSettings",
     "MissingVariable",
+    "Thresholds",
+    "alert_rules",
+    "default_alert_rules",
     "generate",
     "panel_queries",
     "substitute",
     "to_json",
+    "to_yaml",
     "variable_queries",
 ]

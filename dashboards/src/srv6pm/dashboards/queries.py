@@ -55,7 +55,8 @@ def _regex_escape(value: str) -> str:
     return _REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), value)
 
 
-def _string_escape(value: str) -> str:
+def string_escape(value: str) -> str:
+    """``value`` inside an InfluxQL ``'...'`` string literal."""
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
@@ -110,7 +111,7 @@ def substitute(
         if form == "regex" or inside(regexes, match.start()):
             return _regex_escape(value)
         if inside(strings, match.start()):
-            return _string_escape(value)
+            return string_escape(value)
         return value
 
     return _VARIABLE.sub(replace, query)
