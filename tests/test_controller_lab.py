@@ -12,6 +12,7 @@ import urllib.request
 from datetime import UTC, datetime
 
 import pytest
+import yaml
 from conftest import block_packets, running_lab
 from srv6pm.lab.fleet import Api, add_sessions, register, wait_applied
 from srv6pm.lab.pipeline import ResultsPipeline
@@ -175,6 +176,9 @@ def test_a_threshold_is_violated_by_the_injected_loss_and_exported(
     assert state["since"]
     _, body = controller.get("/metrics")
     assert 'srv6pm_threshold_violated{session="h1-h2"} 1.0' in body.decode()
+    rules = yaml.safe_load(api.http.get("/v1/thresholds/grafana-alert-rules").text)
+    titles = [r["title"] for g in rules["groups"] for r in g["rules"]]
+    assert "srv6pm h1-h2: loss ratio above 1% over the last 3 blocks" in titles
     api.call("DELETE", "/v1/sessions/h1-h2/threshold")
 
 

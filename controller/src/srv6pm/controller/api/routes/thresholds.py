@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
+from srv6pm.dashboards.alerts import alert_rules
+from srv6pm.dashboards.render import to_yaml
 
 from ...adapters.sql.tables import ThresholdRow
-from ...service.thresholds import Objective
+from ...service.thresholds import Objective, objective_of
 from .. import schemas
 from ..deps import Admin, Reader, Svc
 
@@ -32,6 +35,18 @@ def get_threshold(name: str, svc: Svc, _: Reader) -> schemas.ThresholdOut:
 def delete_threshold(name: str, svc: Svc, who: Admin) -> Response:
     svc.thresholds.delete(name, who.name)
     return Response(status_code=204)
+
+
+@router.get(
+    "/v1/thresholds/grafana-alert-rules",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/yaml": {}}}},
+)
+def grafana_alert_rules(svc: Svc, _: Reader) -> PlainTextResponse:
+    """Grafana alert-rule provisioning (YAML) for every session's own objective: drop it in
+    Grafana's provisioning/alerting folder (dashboards/README.md)."""
+    objectives = {row.session: objective_of(row) for row in svc.thresholds.all()}
+    return PlainTextResponse(to_yaml(alert_rules(objectives)), media_type="application/yaml")
 
 
 @router.get("/v1/thresholds", response_model=list[schemas.ThresholdOut])
