@@ -3,7 +3,7 @@ PYTHON ?= python3
 PROTO_OUT := proto/src
 BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
-PACKAGES := proto common twamp node-manager collector controller lab dashboards
+PACKAGES := proto common twamp node-manager collector controller cli lab dashboards
 
 .PHONY: deps peers servers install proto bpf lint test test-unit demo bench clean
 
@@ -37,7 +37,7 @@ bpf:
 lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy common/src twamp/src node-manager/src collector/src controller/src lab/src dashboards/src
+	$(PYTHON) -m mypy common/src twamp/src node-manager/src collector/src controller/src cli/src lab/src dashboards/src
 	$(PYTHON) -m srv6pm.dashboards --check
 
 test: install peers servers lint

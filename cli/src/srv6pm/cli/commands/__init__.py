@@ -1,0 +1,1 @@
+"""One module per resource of the API; each is a Typer sub-application (`srv6pm nodes ...`)."""
