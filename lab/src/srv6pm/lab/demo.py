@@ -76,8 +76,9 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
             f"{FORWARD_DROPS} packets on r2 -> r3 and {REVERSE_DROPS} on r2 -> r1, block "
             f"{delay_block} is delayed {DELAY_MS} ms on r2 -> r3"
         )
-        time.sleep(max(0.0, first * period_s + 0.1 - time.time()))
         for block in range(first, first + blocks):
+            # impairments last from just after a block begins to just before it ends
+            time.sleep(max(0.0, block * period_s + 0.1 - time.time()))
             with contextlib.ExitStack() as impairments:
                 if block == loss_block:
                     lab.drop("r2", "r3", FORWARD_DROPS, dst=FORWARD_SIDS[1])
@@ -90,7 +91,7 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
                 time.sleep(max(0.0, (block + 1) * period_s - 0.1 - time.time()))
         print("the live table (srv6pm results watch), until the last block has reached InfluxDB:")
         cli("results", "watch", SESSIONS[0], "--count", str(int(2 * period_s) + 4))
-        print(f"where block {loss_block}'s loss happened (srv6pm results hops):")
+        print(f"\nwhere block {loss_block}'s loss happened (srv6pm results hops):")
         cli("results", "hops", SESSIONS[0], "--block", str(loss_block))
         cli("results", "plot", SESSIONS[0], "--out", str(plot), "--since", "10m")
         print(f"plot of loss and delay per block: {plot}")
