@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Response
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -11,6 +13,24 @@ from . import problems
 from .deps import Services
 from .routes import admin, local_sids, nodes, policies, results, sessions, thresholds
 
+Responses = dict[int | str, dict[str, Any]]
+_NOT_FOUND: Responses = {404: {"description": "no such object (problem details)"}}
+_CONFLICT: Responses = {409: {"description": "clashes with what exists (problem details)"}}
+_EXHAUSTED: Responses = {507: {"description": "no identifier left to allocate (problem details)"}}
+# The problems each group of routes may answer besides 400, 401, 403 and 422 (api/problems.py)
+ERRORS: dict[str, Responses] = {
+    nodes.__name__: {**_NOT_FOUND, **_CONFLICT},
+    local_sids.__name__: {**_NOT_FOUND, **_CONFLICT},
+    policies.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
+    sessions.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
+    results.__name__: {
+        **_NOT_FOUND,
+        503: {"description": "InfluxDB could not answer (problem details)"},
+    },
+    thresholds.__name__: _NOT_FOUND,
+    admin.__name__: {**_NOT_FOUND, **_CONFLICT},
+}
+
 
 def create_app(services: Services, registry: CollectorRegistry | None = None) -> FastAPI:
     app = FastAPIOffline(
@@ -18,6 +38,7 @@ def create_app(services: Services, registry: CollectorRegistry | None = None) ->
         version="1",
         description=about or "",
         responses={
+            400: {"description": "a body that is not JSON (problem details)"},
             401: {"description": "no or unknown token (problem details)"},
             403: {"description": "read-only token (problem details)"},
             422: {"description": "invalid request (problem details)"},
@@ -26,7 +47,7 @@ def create_app(services: Services, registry: CollectorRegistry | None = None) ->
     app.state.services = services
     problems.install(app)
     for module in (nodes, local_sids, policies, sessions, results, thresholds, admin):
-        app.include_router(module.router)
+        app.include_router(module.router, responses=ERRORS[module.__name__])
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

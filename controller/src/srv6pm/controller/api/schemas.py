@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from ipaddress import IPv4Address, IPv6Address, IPv6Network
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from ..domain.model import Behaviour, EncapMode, MarkingMode
 
@@ -23,12 +30,22 @@ Segments = Annotated[
     list[IPv6Address],
     Field(min_length=1, max_length=16, description="SIDs in travel order, 1..16"),
 ]
-Table = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
+# Linux table ids are 32-bit unsigned, but they are kept in SQL INTEGER columns: signed 32-bit on
+# PostgreSQL (a larger id was a 500 there)
+Table = Annotated[int, Field(ge=0, le=0x7FFFFFFF)]
 HexKey = Annotated[
     str,
     StringConstraints(pattern=r"^([0-9A-Fa-f]{2}){0,64}$"),
     Field(description="HMAC-SHA-256 key, hex (write-only; '' = unauthenticated)"),
 ]
+
+
+def _utc(value: datetime) -> datetime:
+    """Stored times are UTC, but SQLite returns them without a zone (PostgreSQL with one)."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_utc)]
 
 
 class Strict(BaseModel):
@@ -99,7 +116,7 @@ class NodeOut(BaseModel):
     boundary_interfaces: list[str]
     reachable: bool | None = Field(description="null: not contacted yet")
     info: NodeInfoOut | None
-    last_attempt: datetime | None
+    last_attempt: Timestamp | None
     status: Status
 
 
@@ -250,15 +267,17 @@ class SessionList(Page):
 
 class ThresholdIn(Strict):
     loss_ratio_max: float | None = Field(None, ge=0, le=1, description="either direction")
-    delay_p99_max_ms: float | None = Field(None, gt=0, description="two-way p99")
-    invalid_blocks_max: int | None = Field(None, ge=0)
+    delay_p99_max_ms: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="two-way p99"
+    )
+    invalid_blocks_max: int | None = Field(None, ge=0, le=1000)
     window_blocks: int = Field(6, ge=1, le=1000, description="blocks the rules look back over")
 
 
 class ThresholdOut(ThresholdIn):
     session: str
     state: Literal["unknown", "ok", "violated"]
-    since: datetime | None
+    since: Timestamp | None
     detail: str
 
 
@@ -377,12 +396,12 @@ class TokenCreated(BaseModel):
 class TokenOut(BaseModel):
     name: str
     scope: str
-    created_at: datetime
+    created_at: Timestamp
 
 
 class AuditEntry(BaseModel):
     id: int
-    at: datetime
+    at: Timestamp
     actor: str
     action: str
     kind: str

@@ -83,7 +83,9 @@ class AuthService:
             query = query.where(AuditRow.name == name)
         with self._store.read() as db:
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
-            rows = list(db.scalars(query.order_by(AuditRow.id.desc()).limit(limit).offset(offset)))
+            newest = query.order_by(AuditRow.id.desc())
+            # past the end is an empty page (an offset beyond 64 bits would not reach SQL)
+            rows = list(db.scalars(newest.limit(limit).offset(min(offset, total))))
             return rows, total
 
 

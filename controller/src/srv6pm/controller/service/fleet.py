@@ -109,7 +109,8 @@ class FleetService:
         key = getattr(kind.row, kind.key)
         with self._store.read() as db:
             total = db.scalar(select(func.count()).select_from(query.subquery())) or 0
-            rows = db.scalars(query.order_by(key).limit(limit).offset(offset))
+            # past the end is an empty page (an offset beyond 64 bits would not reach SQL)
+            rows = db.scalars(query.order_by(key).limit(limit).offset(min(offset, total)))
             return [(kind.of(r), r.revision) for r in rows], total
 
     def fleet(self) -> Fleet:
@@ -289,12 +290,12 @@ def _check_dependents(fleet: Fleet, obj: Node | LocalSid | Policy | Session) -> 
         check_policy(policy, fleet)
     touched = {p.name for p in policies}
     for session in fleet.sessions.values():
-        ends = {fleet.policies[session.policy].head_node, fleet.policies[session.policy].tail_node}
-        if (
-            session is obj
-            or touched & {session.policy, session.return_policy}
-            or (isinstance(obj, Node) and obj.name in ends)
-        ):
+        # an updated session may name policies that do not exist: check_session says so
+        if session is obj or touched & {session.policy, session.return_policy}:
+            check_session(session, fleet)
+            continue
+        forward = fleet.policies[session.policy]
+        if isinstance(obj, Node) and obj.name in (forward.head_node, forward.tail_node):
             check_session(session, fleet)
 
 
