@@ -1,0 +1,187 @@
+"""domain/paths.py: where a policy's packets go, and which policies and sessions make sense."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from srv6pm.controller.domain.errors import Conflict, Invalid
+from srv6pm.controller.domain.model import (
+    Behaviour,
+    EncapMode,
+    Fleet,
+    LocalSid,
+    Node,
+    Policy,
+    Session,
+)
+from srv6pm.controller.domain.paths import check_policy, check_session, path, stamp_routes
+
+FORWARD = ("fc00:0:2::e", "fc00:0:3::d6")
+REVERSE = ("fc00:0:2::e", "fc00:0:1::d6")
+
+
+def lab() -> Fleet:
+    """r1 - r2 - r3 with End SIDs on each node and End.DT6 SIDs on r1, r2 and r3."""
+    nodes = {
+        n: Node(n, f"{n}:50051", probe_address=f"fcf0::{i}")
+        for i, n in enumerate(("r1", "r2", "r3"), 1)
+    }
+    sids = {}
+    for i, node in enumerate(("r1", "r2", "r3"), 1):
+        sids[f"fc00:0:{i}::e"] = LocalSid(f"fc00:0:{i}::e", node, Behaviour.END)
+        sids[f"fc00:0:{i}::d6"] = LocalSid(f"fc00:0:{i}::d6", node, Behaviour.END_DT6)
+    policies = {
+        "to-h2": Policy("to-h2", "r1", "r3", FORWARD, "fd00:2::/64", flow_mon_id=1),
+        "to-h1": Policy("to-h1", "r3", "r1", REVERSE, "fd00:1::/64", flow_mon_id=2),
+        "r2-r3": Policy("r2-r3", "r2", "r3", ("fc00:0:3::d6",), "fd00:23::/64", flow_mon_id=3),
+        "r3-r2": Policy("r3-r2", "r3", "r2", ("fc00:0:2::d6",), "fd00:32::/64", flow_mon_id=4),
+    }
+    return Fleet(nodes=nodes, sids=sids, policies=policies)
+
+
+def policy(**changes) -> Policy:
+    return dataclasses.replace(
+        lab().policies["to-h2"], **{"name": "new", "prefix": "fd00:9::/64", **changes}
+    )
+
+
+def test_a_path_is_the_head_end_then_each_sid_s_node_in_travel_order():
+    fleet = lab()
+    assert path(fleet.policies["to-h2"], fleet) == ("r1", "r2", "r3")
+    assert path(fleet.policies["r2-r3"], fleet) == ("r2", "r3")
+    # SIDs of the head-end, or two SIDs of one node in a row, add no hop
+    local = policy(segments=("fc00:0:1::e", "fc00:0:2::e", "fc00:0:3::e", "fc00:0:3::d6"))
+    assert path(local, fleet) == ("r1", "r2", "r3")
+
+
+owners = st.lists(st.sampled_from(["r1", "r2", "r3"]), min_size=1, max_size=16)
+
+
+@given(owners)
+def test_a_path_collapses_consecutive_sids_of_one_node(nodes):
+    fleet = lab()
+    segments = tuple(f"fc00:0:{n[1]}::e" for n in nodes)
+    found = path(policy(segments=segments), fleet)
+    assert found == tuple(k for k, _ in itertools.groupby(["r1", *nodes]))
+    assert all(a != b for a, b in itertools.pairwise(found))
+
+
+def test_the_lab_policies_are_valid():
+    fleet = lab()
+    for p in fleet.policies.values():
+        check_policy(p, fleet)
+    # an inline policy may end at an End SID: it removes no header
+    check_policy(policy(segments=("fc00:0:3::e",), encap_mode=EncapMode.INLINE), fleet)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "message"),
+    [
+        ({"head_node": "r9"}, Invalid, "head node 'r9' does not exist"),
+        ({"tail_node": "r9"}, Invalid, "tail node 'r9' does not exist"),
+        ({"tail_node": "r1"}, Invalid, "head and tail node are the same node"),
+        ({"segments": ("fc00::1", "fc00::2")}, Invalid, "SIDs fc00::1, fc00::2 are not local"),
+        ({"segments": ("fc00:0:2::d6",)}, Invalid, "is on node r2, not on the tail node r3"),
+        ({"segments": ("fc00:0:3::e",)}, Invalid, "the last SID fc00:0:3::e is End on r3"),
+        (
+            {"segments": ("fc00:0:3::e",), "encap_mode": EncapMode.L2ENCAP},
+            Invalid,
+            "must end at a decapsulating SID",
+        ),
+        ({"segments": ("fc00:0:2::d6", "fc00:0:3::d6")}, Invalid, "decapsulates before the end"),
+        (
+            {"segments": ("fc00:0:2::e", "fc00:0:1::e", "fc00:0:3::d6")},
+            Invalid,
+            "the path r1 -> r2 -> r1 -> r3 visits r1 more than once",
+        ),
+        ({"prefix": "fd00:2::/64"}, Conflict, "policy to-h2 already steers fd00:2::/64 at r1"),
+        ({"segments": FORWARD}, Conflict, "policy to-h2 has the same SID list at r1"),
+    ],
+)
+def test_policies_that_make_no_sense_are_refused(changes, error, message):
+    with pytest.raises(error, match=message):
+        check_policy(policy(**changes), lab())
+
+
+def test_a_prefix_in_another_table_or_at_another_head_end_is_another_route():
+    fleet = lab()
+    check_policy(policy(prefix="fd00:2::/64", table=10, segments=("fc00:0:3::d6",)), fleet)
+    check_policy(dataclasses.replace(fleet.policies["to-h2"], name="to-h2"), fleet)  # itself
+
+
+def session(name: str, forward: str, back: str, key: bytes = b"") -> Session:
+    return Session(name, forward, back, hmac_key=key)
+
+
+def with_sessions(*sessions: Session) -> Fleet:
+    return dataclasses.replace(lab(), sessions={s.name: s for s in sessions})
+
+
+def test_stamp_routes_are_the_probes_at_the_sender_and_the_replies_at_the_reflector():
+    fleet = lab()
+    assert stamp_routes(session("s1", "to-h2", "to-h1"), fleet) == [
+        (("r1", "fcf0::3"), FORWARD),
+        (("r3", "fcf0::1"), REVERSE),
+    ]
+
+
+def test_sessions_both_ways_between_two_nodes_share_their_routes():
+    s1, s2 = session("s1", "to-h2", "to-h1", b"k"), session("s2", "to-h1", "to-h2", b"k")
+    fleet = with_sessions(s1, s2)
+    check_session(s1, fleet)
+    check_session(s2, fleet)
+
+
+@pytest.mark.parametrize(
+    ("others", "new", "error", "message"),
+    [
+        ((), session("s", "nope", "to-h1"), Invalid, "policy 'nope' does not exist"),
+        ((), session("s", "to-h2", "r3-r2"), Invalid, "return policy r3-r2 goes r3 -> r2"),
+        (
+            (session("s1", "to-h2", "to-h1"),),
+            session("s", "to-h2", "to-h1"),
+            Conflict,
+            "session s1 already measures policy to-h2",
+        ),
+        (
+            (session("s1", "to-h2", "to-h1", b"a"),),
+            session("s", "r2-r3", "r3-r2", b"b"),
+            Invalid,
+            "session s1 is reflected by r3 with another HMAC key",
+        ),
+        (
+            (session("s1", "to-h2", "to-h1"),),
+            session("s", "r2-r3", "r3-r2", b"b"),
+            Invalid,
+            "session s1 is reflected by r3 with no HMAC key",
+        ),
+    ],
+)
+def test_sessions_that_cannot_run_are_refused(others, new, error, message):
+    with pytest.raises(error, match=message):
+        check_session(new, with_sessions(*others))
+
+
+def test_sessions_between_two_nodes_must_use_the_same_sid_lists():
+    fleet = with_sessions(session("s1", "to-h2", "to-h1"))
+    direct = Policy("direct", "r1", "r3", ("fc00:0:3::d6",), "fd00:3::/64", flow_mon_id=9)
+    fleet.policies["direct"] = direct
+    with pytest.raises(
+        Conflict, match="session s1 already steers STAMP traffic from r1 to fcf0::3"
+    ):
+        check_session(session("s", "direct", "to-h1"), fleet)
+
+
+def test_a_session_needs_probe_addresses_at_both_ends():
+    fleet = lab()
+    fleet.nodes["r3"] = dataclasses.replace(fleet.nodes["r3"], probe_address="")
+    with pytest.raises(Invalid, match="node r3 has no probe_address"):
+        check_session(session("s", "to-h2", "to-h1"), fleet)
+    # r2 is on the path but no end: it needs none
+    fleet = lab()
+    fleet.nodes["r2"] = dataclasses.replace(fleet.nodes["r2"], probe_address="")
+    check_session(session("s", "to-h2", "to-h1"), fleet)
