@@ -181,6 +181,8 @@ def test_a_head_end_steers_a_prefix_and_a_sid_list_into_one_policy(lab):
         ({"name": "a b"}, "body.name", "pattern"),
         ({"table": -1}, "body.table", "greater than or equal to 0"),
         ({"extra": 1}, "body.extra", "Extra inputs"),
+        ({"segments": [1]}, "body.segments.0", "must be a string"),  # not ::1
+        ({"prefix": 5}, "body.prefix", "must be a string"),  # not ::5/128
     ],
 )
 def test_malformed_policies_are_refused_with_the_fields_named(lab, change, field, message):

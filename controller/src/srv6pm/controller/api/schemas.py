@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -17,6 +18,17 @@ from pydantic import (
 
 from ..domain.model import Behaviour, EncapMode, MarkingMode
 
+
+def _text(value: object) -> object:
+    """Addresses and prefixes come as text: pydantic would read the JSON number 1 as ::1."""
+    if isinstance(value, str | IPv4Address | IPv6Address | IPv6Network):
+        return value
+    raise ValueError("must be a string")
+
+
+IPv6 = Annotated[IPv6Address, BeforeValidator(_text)]
+IPv4 = Annotated[IPv4Address, BeforeValidator(_text)]
+Prefix6 = Annotated[IPv6Network, BeforeValidator(_text)]
 Name = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"), Field(examples=["r1"])
 ]
@@ -27,7 +39,7 @@ Endpoint = Annotated[
     Field(description="node manager gRPC address host:port", examples=["10.0.0.1:50051"]),
 ]
 Segments = Annotated[
-    list[IPv6Address],
+    list[IPv6],
     Field(min_length=1, max_length=16, description="SIDs in travel order, 1..16"),
 ]
 # Linux table ids are 32-bit unsigned, but they are kept in SQL INTEGER columns: signed 32-bit on
@@ -73,7 +85,7 @@ class Status(BaseModel):
 class NodeIn(Strict):
     name: Name
     endpoint: Endpoint
-    probe_address: IPv6Address | None = Field(
+    probe_address: IPv6 | None = Field(
         None, description="STAMP source and reflector address of this node"
     )
     core_interfaces: list[Interface] = Field(
@@ -91,7 +103,7 @@ class NodeIn(Strict):
 
 class NodePatch(Strict):
     endpoint: Endpoint | None = None
-    probe_address: IPv6Address | None = None
+    probe_address: IPv6 | None = None
     core_interfaces: list[Interface] | None = Field(None, max_length=256)
     boundary_interfaces: list[Interface] | None = Field(None, max_length=256)
 
@@ -128,12 +140,10 @@ class NodeList(Page):
 
 
 class LocalSidIn(Strict):
-    sid: IPv6Address
+    sid: IPv6
     node: Name
     behaviour: Behaviour
-    nexthop: IPv6Address | IPv4Address | None = Field(
-        None, description="End.X and End.DX6: IPv6; End.DX4: IPv4"
-    )
+    nexthop: IPv6 | IPv4 | None = Field(None, description="End.X and End.DX6: IPv6; End.DX4: IPv4")
     lookup_table: Table = 0
     device: Interface | Literal[""] = ""
     table: Table = 0
@@ -155,7 +165,7 @@ class LocalSidIn(Strict):
 
 class LocalSidPatch(Strict):
     behaviour: Behaviour | None = None
-    nexthop: IPv6Address | IPv4Address | None = None
+    nexthop: IPv6 | IPv4 | None = None
     lookup_table: Table | None = None
     device: Interface | Literal[""] | None = None
     table: Table | None = None
@@ -184,7 +194,7 @@ class PolicyIn(Strict):
     head_node: Name
     tail_node: Name
     segments: Segments
-    prefix: IPv6Network = Field(description="IPv6 prefix steered into the policy")
+    prefix: Prefix6 = Field(description="IPv6 prefix steered into the policy")
     encap_mode: EncapMode = EncapMode.ENCAP
     device: Interface | Literal[""] = Field("", description="required for l2encap")
     table: Table = 0
@@ -198,7 +208,7 @@ class PolicyIn(Strict):
 
 class PolicyPatch(Strict):
     segments: Segments | None = None
-    prefix: IPv6Network | None = None
+    prefix: Prefix6 | None = None
     encap_mode: EncapMode | None = None
     device: Interface | Literal[""] | None = None
     table: Table | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -198,12 +199,20 @@ class Routes:
 
     @staticmethod
     def _try(action: Any) -> bool:
-        try:
-            action()
-        except NetlinkError as e:
-            log.info("kernel refused probe: %s", e)
-            return False
-        return True
+        """Does the kernel accept `action`? A refusal for lack of memory or buffers says nothing
+        of support (seen when many node managers start at once): it is retried, not taken as
+        "unsupported" for the node manager's whole life."""
+        for attempt in range(PROBE_ATTEMPTS):
+            try:
+                action()
+            except NetlinkError as e:
+                if e.code in TRANSIENT_ERRNOS and attempt + 1 < PROBE_ATTEMPTS:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                log.info("kernel refused probe: %s", e)
+                return False
+            return True
+        return False
 
     # ---- netlink -----------------------------------------------------------------------------
 
@@ -216,6 +225,10 @@ class Routes:
         except NetlinkError as e:
             if e.code != errno.ESRCH:
                 raise
+
+
+PROBE_ATTEMPTS = 6  # 0.05 s doubling: about 1.5 s in all
+TRANSIENT_ERRNOS = frozenset({errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EBUSY})
 
 
 def _canon_table(table: int | None) -> int:
