@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -313,6 +314,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> int:
+    # a run in the background of a non-interactive shell ignores SIGINT: restore it, and let
+    # SIGTERM tear down the lab and servers too
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spokes", type=int, default=100)
     parser.add_argument("--period", type=float, default=10.0)

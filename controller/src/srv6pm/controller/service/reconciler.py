@@ -209,7 +209,9 @@ class Reconciler:
                     track.retry_at = time.monotonic() + track.backoff
                     track.digest = b""
                     self.stats.failures += 1
-                    log.warning("node %s: %s (retry in %.1f s)", name, outcome.error, track.backoff)
+                    log.warning(
+                        "node %s: %s (retry in %.1f s)", name, _short(outcome.error), track.backoff
+                    )
                 self.stats.drifts += outcome.drift
                 self.stats.by_node[name] = "applied" if outcome.applied else "failed"
                 row = db.get(NodeRow, name)
@@ -219,10 +221,17 @@ class Reconciler:
                 row.reachable = outcome.reachable
                 if outcome.info is not None:
                     row.info = _info_json(outcome.info)
-                row.apply_error = outcome.error
+                row.apply_error = _short(outcome.error)
                 if outcome.applied and row.applied_revision != revision:
                     row.applied_revision = revision
                     row.applied_at = now
+
+
+def _short(message: str, limit: int = 1000) -> str:
+    """A node's refusal can name every object it holds: keep the start, say how much is cut."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]} ... ({len(message) - limit} more characters)"
 
 
 def _changes(c: pb.Changes) -> str:
