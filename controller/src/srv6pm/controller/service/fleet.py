@@ -57,19 +57,12 @@ SESSION = Kind[Session]("session", SessionRow, "name", store.session_of, secret=
 
 
 def _fields(obj: Node | LocalSid | Policy | Session) -> dict[str, Any]:
-    """The columns of an object (enums as values, tuples as lists)."""
+    """The columns of an object (tuples as lists; enums are strings already)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if f.name == "info":
-            continue
-        out[f.name] = (
-            list(value)
-            if isinstance(value, tuple)
-            else getattr(value, "value", value)
-            if not isinstance(value, bytes | int | str)
-            else value
-        )
+        if f.name != "info":  # the reconciler's, not the operator's
+            value = getattr(obj, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
     if isinstance(obj, Policy):
         out["segments_key"] = ",".join(obj.segments)
     return out
@@ -112,10 +105,6 @@ class FleetService:
             # past the end is an empty page (an offset beyond 64 bits would not reach SQL)
             rows = db.scalars(query.order_by(key).limit(limit).offset(min(offset, total)))
             return [(kind.of(r), r.revision) for r in rows], total
-
-    def fleet(self) -> Fleet:
-        with self._store.read() as db:
-            return store.fleet(db, self.marking_mode)
 
     def around(self, policies: Iterable[str], session: str | None = None) -> Fleet:
         """The part of the domain that shows the given policies' paths (and a session): them,
