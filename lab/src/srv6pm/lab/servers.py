@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import grp
 import http.client
 import json
@@ -782,6 +783,8 @@ class CollectorProcess(_Server):
     /healthz and /metrics on 127.0.0.1:``http_port``."""
 
     name = "collector"
+    module = "srv6pm.collector"
+    listen_setting = "http_listen"  # the setting that takes 127.0.0.1:http_port
 
     def __init__(
         self,
@@ -796,10 +799,18 @@ class CollectorProcess(_Server):
         self.http_port = http_port or free_port()
         self.settings = settings
 
+    def _defaults(self) -> dict[str, str]:
+        """Settings given unless ``settings`` has its own."""
+        return {}
+
     def _prepare(self) -> list[str]:
-        settings = {**self.settings, "http_listen": f"127.0.0.1:{self.http_port}"}
+        settings = {
+            **self._defaults(),
+            **self.settings,
+            self.listen_setting: f"127.0.0.1:{self.http_port}",
+        }
         flags = [a for k, v in settings.items() for a in (f"--{k.replace('_', '-')}", v)]
-        return [sys.executable, "-m", "srv6pm.collector", *flags]
+        return [sys.executable, "-m", self.module, *flags]
 
     def get(self, path: str) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=2)
@@ -823,31 +834,19 @@ class ControllerProcess(CollectorProcess):
     unless ``database_url`` is given, and an admin token (``token``) installed at start."""
 
     name = "controller"
+    module = "srv6pm.controller"
+    listen_setting = "listen"
 
-    def __init__(
-        self,
-        workdir: Path,
-        settings: dict[str, str],
-        http_port: int | None = None,
-        *,
-        start_timeout: float = 30.0,
-        stop_timeout: float = 15.0,
-    ) -> None:
-        super().__init__(
-            workdir, settings, http_port, start_timeout=start_timeout, stop_timeout=stop_timeout
-        )
-        self.token = settings.get("bootstrap_token") or "s6pm_" + secrets.token_urlsafe(32)
+    @functools.cached_property
+    def token(self) -> str:
+        return self.settings.get("bootstrap_token") or "s6pm_" + secrets.token_urlsafe(32)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    def _prepare(self) -> list[str]:
-        settings = {
+    def _defaults(self) -> dict[str, str]:
+        return {
             "database_url": f"sqlite:///{self.workdir / 'controller.db'}",
             "bootstrap_token": self.token,
-            **self.settings,
-            "listen": f"127.0.0.1:{self.http_port}",
         }
-        flags = [a for k, v in settings.items() for a in (f"--{k.replace('_', '-')}", v)]
-        return [sys.executable, "-m", "srv6pm.controller", *flags]

@@ -57,7 +57,6 @@ class Stats:
     applies: int = 0
     drifts: int = 0
     failures: int = 0
-    last_pass_s: float = 0.0
     by_node: dict[str, str] = field(default_factory=dict)
 
 
@@ -82,11 +81,9 @@ class Reconciler:
         self._thread: threading.Thread | None = None
         self._track: dict[str, _NodeTrack] = {}
         self.stats = Stats()
-        self.converged = threading.Event()  # set after a pass that left nothing to do
 
     def wake(self) -> None:
         """The desired state changed: run a pass now."""
-        self.converged.clear()
         self._wake.set()
 
     def start(self) -> None:
@@ -104,12 +101,9 @@ class Reconciler:
         while not self._stop.is_set():
             self._wake.clear()
             try:
-                idle = self.run_pass()
+                self.run_pass()
             except Exception:
                 log.exception("reconcile pass failed")
-                idle = False
-            if idle:
-                self.converged.set()
             self._wake.wait(self._next_wait())
 
     def _next_wait(self) -> float:
@@ -121,9 +115,8 @@ class Reconciler:
         ]
         return max(0.05, min([*due, now + self._resync]) - now)
 
-    def run_pass(self) -> bool:
-        """One pass over every node; True when every node holds its state."""
-        started = time.monotonic()
+    def run_pass(self) -> None:
+        """One pass over every node that is due."""
         with self._store.read() as db:
             fleet = store.fleet(db, self._marking)
             revision = store.revision(db)
@@ -157,8 +150,6 @@ class Reconciler:
             outcomes[name] = future.result()
         self._record(outcomes, revision)
         self.stats.passes += 1
-        self.stats.last_pass_s = time.monotonic() - started
-        return len(due) == len(fleet.nodes) and all(o.applied for o in outcomes.values())
 
     def _info(self, node: Node) -> Outcome:
         try:
