@@ -63,6 +63,11 @@ async def run_pair(sender_key: bytes | None, reflector_key: bytes | None, second
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    # the last probe's reply may still be on its way: let it arrive before closing the socket
+    for _ in range(50):
+        if session.stats.received + reflector.stats.auth_failures >= reflector.stats.received:
+            break
+        await asyncio.sleep(0.01)
     sender_endpoint.close()
     reflector_endpoint.close()
     return session, reflector
