@@ -6,6 +6,7 @@ manager changes nothing an operator sees."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import urllib.request
@@ -130,6 +131,17 @@ def test_the_controller_derives_paths_identifiers_and_applies_them_over_mtls(api
     nodes = {n["name"]: n for n in api.get("/v1/nodes")["items"]}
     assert all(n["reachable"] for n in nodes.values())
     assert nodes["r1"]["info"]["driver"] == "linux"
+
+
+def test_node_managers_serving_mtls_answer_plain_http_health_probes(product_lab):
+    # container and kubelet probes cannot present a client certificate
+    for router in ("r1", "r2", "r3"):
+        url = f"http://127.0.0.1:{product_lab.metrics_port(router)}/healthz"
+        with urllib.request.urlopen(url) as r:
+            assert r.status == 200
+            health = json.load(r)
+        assert (health["node"], health["grpc"]) == (router, "serving")
+        assert health["journal_depth"] >= 0
 
 
 def test_injected_loss_is_read_back_exactly_and_localised_to_its_segment(api, product_lab, blocks):

@@ -7,8 +7,9 @@ import threading
 import time
 
 from prometheus_client import CollectorRegistry
+from srv6pm.common.http import HealthServer
 
-from .adapters.http import CollectorMetrics, HealthServer
+from .adapters.http import CollectorMetrics
 from .adapters.influx import InfluxSink
 from .adapters.kafka import DeadLetters, RecordSource
 from .config import Settings

@@ -64,7 +64,8 @@ class Settings(BaseSettings):
         False, description="Also journal and publish one record per STAMP probe."
     )
     metrics_listen: str = Field(
-        "", description="Prometheus /metrics listen address host:port ('' = off)."
+        "",
+        description="/metrics (Prometheus) and /healthz listen address host:port ('' = off).",
     )
     log_level: str = Field("INFO", description="Python logging level.")
     tls_ca: Path | None = Field(

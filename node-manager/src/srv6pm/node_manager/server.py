@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CollectorRegistry
+from srv6pm.common.http import HealthServer
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
@@ -147,15 +148,31 @@ class NodeManagerServer:
         )
         reflection.enable_server_reflection(names, self.grpc)
         self._settings = settings
+        self._serving = False
+        self.http = (
+            HealthServer(settings.metrics_listen, self.registry, self._health)
+            if settings.metrics_listen
+            else None
+        )
+
+    def _health(self) -> tuple[bool, dict[str, object]]:
+        # /healthz for probes that cannot speak mutual TLS (container and kubelet checks)
+        details: dict[str, object] = {
+            "node": self._settings.node_id,
+            "grpc": "serving" if self._serving else "not serving",
+            "journal_depth": self.journal.depth(),
+        }
+        return self._serving, details
 
     def start(self) -> None:
         self.servicer.restore()
         self.service.start()
         if self.publisher:
             self.publisher.start()
-        if self._settings.metrics_listen:
-            metrics.serve(self._settings.metrics_listen, self.registry)
+        if self.http:
+            self.http.start()
         self.grpc.start()
+        self._serving = True
         for name in ("", "srv6pm.v1.NodeManager"):
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         tls = self._settings.tls
@@ -169,10 +186,13 @@ class NodeManagerServer:
         )
 
     def stop(self, grace: float = 2.0) -> None:
+        self._serving = False
         self.health.enter_graceful_shutdown()
         self.grpc.stop(grace).wait()
         self.service.stop()
         if self.publisher:
             self.publisher.stop()
+        if self.http:
+            self.http.stop()
         self.journal.close()
         self.driver.close()

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -45,12 +45,6 @@ class NodeCollector(Collector):
             "records in the journal not yet acknowledged by Kafka",
             value=self._journal.depth(),
         )
-
-
-def serve(address: str, registry: CollectorRegistry) -> None:
-    """/metrics on host:port (a thread of its own)."""
-    host, _, port = address.rpartition(":")
-    start_http_server(int(port), host.strip("[]") or "0.0.0.0", registry)  # noqa: S104
 
 
 def apply_histogram(registry: CollectorRegistry) -> Histogram:
