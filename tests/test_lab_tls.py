@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 from conftest import block_packets, free_port_block, running_lab
+from srv6pm.controller.adapters.nodes import NodeClients, NodeUnavailable, Tls
 from srv6pm.lab import pki as lab_pki
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.scenario import FORWARD, H2, REVERSE
@@ -113,6 +114,24 @@ def test_the_lab_client_certificate_is_admitted_and_checks_which_router_answers(
     )
     with channel, pytest.raises(grpc.RpcError):
         pb_grpc.NodeManagerStub(channel).GetInfo(pb.GetInfoRequest(), timeout=TIMEOUT_S)
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_the_controller_checks_certificates_against_its_tls_server_name(tls_lab):
+    # a DaemonSet shares one certificate: the controller checks that name, not each address
+    pki = tls_lab.pki
+    tls = Tls(pki.ca, pki.client_cert, pki.client_key)
+    for name, admitted in (("r2", True), ("r1", False)):
+        clients = NodeClients(tls, TIMEOUT_S, server_name=name)
+        try:
+            if admitted:
+                assert clients.info("r2", tls_lab.grpc_address("r2")).driver
+            else:
+                with pytest.raises(NodeUnavailable):
+                    clients.info("r2", tls_lab.grpc_address("r2"))
+        finally:
+            clients.close()
 
 
 @pytest.mark.root

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from controller_fleet import S1, S2, TO_H2, add_lab, fields, problem
+from srv6pm.controller.service.fleet import SESSION
 
 KEY_A, KEY_B = "00112233445566778899aabbccddeeff", "ff" * 32
 
@@ -80,6 +81,14 @@ def test_a_session_is_updated_and_deleted(lab):
     assert lab.ok("PATCH", "/v1/sessions/s1", {"hmac_key": ""})["authenticated"] is False
     assert lab.delete("/v1/sessions/s1").status_code == 204
     problem(lab.get("/v1/sessions/s1"), 404)
+
+
+def test_sessions_without_a_key_get_the_controllers_default_and_can_opt_out(lab, services):
+    services.default_stamp_key = bytes.fromhex(KEY_B)
+    assert lab.create("sessions", S1)["authenticated"] is True
+    assert services.fleet.get(SESSION, "s1")[0].hmac_key == bytes.fromhex(KEY_B)
+    assert lab.create("sessions", {**S2, "hmac_key": ""})["authenticated"] is False
+    assert services.fleet.get(SESSION, "s2")[0].hmac_key == b""
 
 
 def test_a_session_moves_to_other_policies(lab):

@@ -39,6 +39,17 @@ class Settings(BaseSettings):
         description="The client certificate's private key.",
         json_schema_extra={"doc_default": "(none: plaintext)"},
     )
+    tls_server_name: str = Field(
+        "",
+        description="Name every node manager's certificate is checked against (one certificate "
+        "shared by a whole DaemonSet); '' = each node's address.",
+    )
+    stamp_key_file: Path | None = Field(
+        None,
+        description="File with a hex HMAC-SHA-256 key (16 to 64 octets, e.g. a mounted Secret) "
+        "for STAMP sessions created without hmac_key: authenticated unless a session says ''.",
+        json_schema_extra={"doc_default": "(none: unauthenticated)"},
+    )
     reconcile: bool = Field(
         True,
         description="Push the desired state to the node managers. false: the API stores and "
@@ -67,7 +78,30 @@ class Settings(BaseSettings):
         given = [self.tls_ca, self.tls_cert, self.tls_key]
         if any(given) and not all(given):
             raise ValueError("mTLS needs tls_ca, tls_cert and tls_key together")
+        if self.tls_server_name and not any(given):
+            raise ValueError("tls_server_name needs mTLS (tls_ca, tls_cert, tls_key)")
         return self
+
+    @model_validator(mode="after")
+    def _stamp_key_readable(self) -> Settings:
+        self.stamp_key()  # a bad key stops the start, not the first session
+        return self
+
+    def stamp_key(self) -> bytes:
+        """The default STAMP HMAC key (b"" without stamp_key_file)."""
+        if self.stamp_key_file is None:
+            return b""
+        try:
+            key = bytes.fromhex(self.stamp_key_file.read_text().strip())
+        except OSError as e:
+            raise ValueError(f"stamp_key_file: {e.strerror}: {self.stamp_key_file}") from e
+        except ValueError:
+            raise ValueError(f"stamp_key_file {self.stamp_key_file}: not hex") from None
+        if not 16 <= len(key) <= 64:
+            raise ValueError(
+                f"stamp_key_file {self.stamp_key_file}: {len(key)} octets, needs 16 to 64"
+            )
+        return key
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def build(settings: Settings, reconcile: bool = True) -> tuple[Services, Store, 
     reconciler = (
         Reconciler(
             db,
-            NodeClients(tls, settings.info_timeout_s),
+            NodeClients(tls, settings.info_timeout_s, settings.tls_server_name),
             settings.marking_mode,
             settings.resync_s,
             settings.apply_timeout_s,
@@ -52,6 +52,7 @@ def build(settings: Settings, reconcile: bool = True) -> tuple[Services, Store, 
         results=ResultsService(influx),
         thresholds=ThresholdService(db, influx),
         reconciler=reconciler,
+        default_stamp_key=settings.stamp_key(),
     )
     return services, db, influx
 

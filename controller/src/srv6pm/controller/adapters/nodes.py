@@ -54,8 +54,9 @@ def info_of(reply: pb.NodeInfo) -> NodeInfo:
 class NodeClients:
     """One channel per node-manager endpoint, kept while the endpoint stays the same."""
 
-    def __init__(self, tls: Tls | None, timeout_s: float) -> None:
+    def __init__(self, tls: Tls | None, timeout_s: float, server_name: str = "") -> None:
         self._credentials = tls.credentials() if tls else None
+        self._server_name = server_name
         self._timeout = timeout_s
         self._channels: dict[str, tuple[str, grpc.Channel]] = {}
         self._lock = threading.Lock()
@@ -66,10 +67,12 @@ class NodeClients:
             if known is None or known[0] != endpoint:
                 if known is not None:
                     known[1].close()
-                options = [
+                options: list[tuple[str, int | str]] = [
                     ("grpc.max_send_message_length", MAX_MESSAGE),
                     ("grpc.max_receive_message_length", MAX_MESSAGE),
                 ]
+                if self._server_name:
+                    options.append(("grpc.ssl_target_name_override", self._server_name))
                 channel = (
                     grpc.secure_channel(endpoint, self._credentials, options)
                     if self._credentials

@@ -22,6 +22,7 @@ class Services:
     results: ResultsService
     thresholds: ThresholdService
     reconciler: Reconciler | None
+    default_stamp_key: bytes = b""  # sessions created without hmac_key get it
 
 
 def services(request: Request) -> Services:

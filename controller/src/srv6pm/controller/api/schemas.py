@@ -48,7 +48,10 @@ Table = Annotated[int, Field(ge=0, le=0x7FFFFFFF)]
 HexKey = Annotated[
     str,
     StringConstraints(pattern=r"^([0-9A-Fa-f]{2}){0,64}$"),
-    Field(description="HMAC-SHA-256 key, hex (write-only; '' = unauthenticated)"),
+    Field(
+        description="HMAC-SHA-256 key, hex (write-only; '' = unauthenticated; omitted: the "
+        "controller's stamp_key_file, if it has one)"
+    ),
 ]
 
 
@@ -242,7 +245,7 @@ class SessionIn(Strict):
     delay_interval_ms: int = Field(
         0, ge=0, le=60_000, description="a delay probe every N ms (0: one probe per block)"
     )
-    hmac_key: HexKey = ""
+    hmac_key: HexKey | None = None
 
 
 class SessionPatch(Strict):

@@ -14,13 +14,13 @@ from ..deps import Admin, Reader, Services, Svc
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
-def _domain(body: schemas.SessionIn) -> Session:
+def _domain(body: schemas.SessionIn, default_key: bytes) -> Session:
     return Session(
         name=body.name,
         policy=body.policy,
         return_policy=body.return_policy,
         delay_interval_ms=body.delay_interval_ms,
-        hmac_key=bytes.fromhex(body.hmac_key),
+        hmac_key=default_key if body.hmac_key is None else bytes.fromhex(body.hmac_key),
     )
 
 
@@ -37,7 +37,7 @@ def _around(svc: Services, sessions: list[Session]) -> Fleet:
 
 @router.post("", status_code=201, response_model=schemas.SessionOut)
 def create_session(body: schemas.SessionIn, svc: Svc, who: Admin) -> schemas.SessionOut:
-    session, revision = svc.fleet.create(SESSION, _domain(body), who.name)
+    session, revision = svc.fleet.create(SESSION, _domain(body, svc.default_stamp_key), who.name)
     return views.session(session, revision, _around(svc, [session]), svc.fleet.node_status())
 
 
