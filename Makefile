@@ -18,6 +18,7 @@ peers:
 servers:
 	bash scripts/install-kafka.sh
 	bash scripts/install-influxdb.sh
+	bash scripts/install-kube.sh
 
 install: deps proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
