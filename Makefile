@@ -55,3 +55,13 @@ bench: install
 
 clean:
 	rm -rf $(PROTO_OUT) $(BPF_OUT)/*.o
+
+# The whole stack with Docker Compose (docs/DEPLOY.md): the lab PKI and .env made if missing,
+# images built, every health check waited for, the lab r1 - r2 - r3 registered. Needs Docker.
+.PHONY: compose-up compose-down
+compose-up:
+	bash scripts/compose-up.sh
+
+# Volumes (Kafka, InfluxDB, journals, the controller's database) are kept: `docker compose down -v`
+compose-down:
+	docker compose down

@@ -2,7 +2,7 @@
 # System packages srv6pm builds and runs with (Debian 12). Installs only what is missing.
 set -euo pipefail
 packages=(clang llvm libbpf-dev bpftool linux-libc-dev iproute2 nftables iputils-ping make
-          python3-pip iptables libnetfilter-queue-dev tshark ethtool postgresql)
+          python3-pip iptables libnetfilter-queue-dev tshark ethtool postgresql shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

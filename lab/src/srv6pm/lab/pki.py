@@ -1,17 +1,25 @@
 """A throwaway PKI for a lab's mutual TLS: one CA, a server certificate per router and one
-client certificate (CN "controller"), as PEM files in one directory, keys mode 0600.
+client certificate (CN "controller"), keys mode 0600. Two layouts:
 
-Lab use only: the CA's key is never written, so nothing can be added to the PKI later and
-nothing outlives the lab (``Lab.down`` removes the directory with the lab's state). For
-production certificates see docs/CONFIGURATION.md ("Securing the node manager").
+- :func:`create`: PEM files in one directory, for the namespace lab (``Lab(tls=True)``);
+- :func:`create_per_service`: one folder per service holding ``ca.crt``, ``tls.crt`` and
+  ``tls.key``, the names the images read from /etc/srv6pm/tls (a kubernetes.io/tls Secret's
+  keys), for the Docker Compose stack: ``python -m srv6pm.lab.pki DIR r1 r2 r3``.
+
+Lab use only: the CA's key is never written, so nothing can be added to the PKI later (to add a
+router, make the whole PKI again) and nothing outlives the lab (``Lab.down`` removes the
+directory with the lab's state). For production certificates see docs/CONFIGURATION.md
+("Securing the node manager").
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import ipaddress
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,25 +68,83 @@ def create(directory: Path, routers: Iterable[str], ca_name: str = "srv6pm lab C
     certificate, in ``directory`` (created mode 0700 if missing; files overwritten)."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     pki = Pki(directory)
-    ca_key = _new_key()
-    ca_cert = _ca_certificate(ca_key, ca_name)
-    _write_cert(pki.ca, ca_cert)
+    ca = _Ca.new(ca_name)
+    _write_cert(pki.ca, ca.cert)
     for router in routers:
+        ca.server(router).write(pki.server_cert(router), pki.server_key(router))
+    ca.client(CLIENT_NAME).write(pki.client_cert, pki.client_key)
+    return pki
+
+
+# The file names every srv6pm image reads its identity from, in /etc/srv6pm/tls/
+CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
+
+
+def create_per_service(
+    directory: Path,
+    routers: Iterable[str],
+    client: str = CLIENT_NAME,
+    ca_name: str = "srv6pm compose CA",
+) -> dict[str, Path]:
+    """Make a new CA and one folder per service in ``directory``: ``<client>/`` with the
+    client certificate (the controller's identity towards node managers) and ``<router>/``
+    with each router's server certificate (SAN: the router's name, which is how the
+    controller addresses it). Each folder holds ca.crt, tls.crt and tls.key (mode 0600);
+    folders are created mode 0700, files overwritten. Returns the folder of each name."""
+    routers = list(routers)
+    if client in routers:
+        raise ValueError(f"{client!r} names both the client and a router")
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ca = _Ca.new(ca_name)
+    leaves = {client: ca.client(client), **{router: ca.server(router) for router in routers}}
+    folders: dict[str, Path] = {}
+    for name, leaf in leaves.items():
+        folder = directory / name
+        folder.mkdir(mode=0o700, exist_ok=True)
+        _write_cert(folder / CA_FILE, ca.cert)
+        leaf.write(folder / CERT_FILE, folder / KEY_FILE)
+        folders[name] = folder
+    return folders
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    def write(self, cert_path: Path, key_path: Path) -> None:
+        _write_key(key_path, self.key)
+        _write_cert(cert_path, self.cert)
+
+
+@dataclass(frozen=True)
+class _Ca:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @classmethod
+    def new(cls, name: str) -> _Ca:
         key = _new_key()
+        return cls(_ca_certificate(key, name), key)
+
+    def server(self, router: str) -> _Leaf:
+        """A node manager's certificate: its name, and loopback for tools on the router."""
         names: list[x509.GeneralName] = [
             x509.DNSName(router),
             x509.DNSName("localhost"),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
             x509.IPAddress(ipaddress.ip_address("::1")),
         ]
-        cert = _leaf(ca_key, ca_cert, key, router, ExtendedKeyUsageOID.SERVER_AUTH, names)
-        _write_key(pki.server_key(router), key)
-        _write_cert(pki.server_cert(router), cert)
-    key = _new_key()
-    cert = _leaf(ca_key, ca_cert, key, CLIENT_NAME, ExtendedKeyUsageOID.CLIENT_AUTH, [])
-    _write_key(pki.client_key, key)
-    _write_cert(pki.client_cert, cert)
-    return pki
+        return self._issue(router, ExtendedKeyUsageOID.SERVER_AUTH, names)
+
+    def client(self, name: str) -> _Leaf:
+        return self._issue(name, ExtendedKeyUsageOID.CLIENT_AUTH, [])
+
+    def _issue(
+        self, name: str, usage: x509.ObjectIdentifier, alt_names: list[x509.GeneralName]
+    ) -> _Leaf:
+        key = _new_key()
+        return _Leaf(_leaf(self.key, self.cert, key, name, usage, alt_names), key)
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -179,3 +245,30 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     with os.fdopen(fd, "wb") as f:
         os.fchmod(f.fileno(), 0o600)
         f.write(data)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m srv6pm.lab.pki DIR ROUTER...``: :func:`create_per_service` in DIR."""
+    parser = argparse.ArgumentParser(
+        prog="python -m srv6pm.lab.pki",
+        description="A throwaway CA and, per service, ca.crt, tls.crt and tls.key: DIR/<client>/ "
+        "holds the client certificate, DIR/<router>/ each router's server certificate.",
+    )
+    parser.add_argument("directory", type=Path, metavar="DIR")
+    parser.add_argument("routers", nargs="+", metavar="ROUTER")
+    parser.add_argument(
+        "--client", default=CLIENT_NAME, help="name of the client's folder and certificate"
+    )
+    args = parser.parse_args(argv)
+    try:
+        folders = create_per_service(args.directory, args.routers, args.client)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for name, folder in folders.items():
+        print(f"{name}: {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
