@@ -53,6 +53,7 @@ def running_lab(
     tls: bool = False,
     prefix_start: str = PREFIX_START,
     apply_scenario: bool = True,
+    capabilities: tuple[str, ...] | None = None,
 ) -> Iterator[Lab]:
     """A lab of the default topology in the scenario's state, with UDP listeners on both hosts;
     torn down on exit, with the node managers' logs printed if a test of the module failed.
@@ -69,6 +70,7 @@ def running_lab(
         base_port=free_port_block(6),  # gRPC, then Prometheus ports
         node_manager_settings=node_manager_settings,
         tls=tls,
+        capabilities=capabilities,
     )
     try:
         instance.up()

@@ -9,7 +9,14 @@ from srv6pm.node_manager.config import Settings, is_loopback
 from srv6pm.node_manager.server import StartupError, server_credentials
 
 TLS = {"tls_ca": "/etc/srv6pm/ca.pem", "tls_cert": "/etc/srv6pm/r1.pem", "tls_key": "/k.pem"}
-LOOPBACK = ["127.0.0.1:50051", "127.8.9.10:50051", "[::1]:50051", "localhost:50051"]
+# a unix socket is local too, reached through the file system's permissions only
+LOOPBACK = [
+    "127.0.0.1:50051",
+    "127.8.9.10:50051",
+    "[::1]:50051",
+    "localhost:50051",
+    "unix:/run/srv6pm.sock",
+]
 NOT_LOOPBACK = [
     "0.0.0.0:50051",
     "[::]:50051",
@@ -17,7 +24,6 @@ NOT_LOOPBACK = [
     "192.0.2.1:50051",
     "[2001:db8::1]:50051",
     "router.example.net:50051",
-    "unix:/run/srv6pm.sock",
 ]
 
 

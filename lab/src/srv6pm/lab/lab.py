@@ -58,8 +58,13 @@ class Lab:
         base_port: int | None = None,
         node_manager_settings: dict[str, str] | None = None,
         tls: bool = False,
+        capabilities: tuple[str, ...] | None = None,
     ) -> None:
         self.topology = topology
+        # Run node managers as a container runtime would: inside their router's namespace (not
+        # entering it themselves), as root with only these capabilities, serving gRPC on a unix
+        # socket (a namespace's loopback is out of the host's reach). None: the usual way.
+        self.capabilities = capabilities
         # more settings for every node manager (e.g. kafka_bootstrap), as command-line flags
         self.node_manager_settings = dict(node_manager_settings or {})
         self.prefix = prefix or topology.name
@@ -109,9 +114,15 @@ class Lab:
         return self.grpc_port(router) + len(self.topology.routers)
 
     def grpc_address(self, router: str) -> str:
-        """``127.0.0.1:<port>`` of ``router``'s node manager (as recorded, once started)."""
+        """``127.0.0.1:<port>`` (or ``unix:<path>`` with ``capabilities``) of ``router``'s node
+        manager (as recorded, once started)."""
         info = self._read_state().get("node_managers", {}).get(router)
-        return str(info["grpc"]) if info else f"127.0.0.1:{self.grpc_port(router)}"
+        return str(info["grpc"]) if info else self._listen(router)
+
+    def _listen(self, router: str) -> str:
+        if self.capabilities is not None:
+            return f"unix:{self.state_dir / router}.sock"
+        return f"127.0.0.1:{self.grpc_port(router)}"
 
     @property
     def tls(self) -> bool:
@@ -284,16 +295,32 @@ class Lab:
                 "--tls-key",
                 str(pki.server_key(router)),
             ]
+        if self.capabilities is None:
+            where = ["--netns", self.netns(router)]
+            metrics = ["--metrics-listen", f"127.0.0.1:{self.metrics_port(router)}"]
+            runner: list[str] = []
+        else:
+            where, metrics = [], []
+            # bounding and inheritable sets: what root keeps across exec, like a container's
+            caps = ",".join(f"+{c.lower()}" for c in self.capabilities)
+            runner = [
+                "nsenter",
+                f"--net={NETNS_DIR / self.netns(router)}",
+                "setpriv",
+                f"--bounding-set=-all{',' if caps else ''}{caps}",
+                "--inh-caps=-all",
+                "--",
+            ]
         return [
+            *runner,
             sys.executable,
             "-m",
             "srv6pm.node_manager",
             "--node-id",
             router,
-            "--netns",
-            self.netns(router),
+            *where,
             "--listen",
-            f"127.0.0.1:{self.grpc_port(router)}",
+            self._listen(router),
             "--bpf-dir",
             str(self.bpf_dir(router)),
             "--state-dir",
@@ -303,8 +330,7 @@ class Lab:
             # every namespace reads the one kernel clock: synchronised by construction
             "--clock-sync",
             "yes",
-            "--metrics-listen",
-            f"127.0.0.1:{self.metrics_port(router)}",
+            *metrics,
             *tls,
             *(
                 arg
@@ -339,7 +365,7 @@ class Lab:
         self._procs[router] = proc
         state["node_managers"][router] = {
             "pid": proc.pid,
-            "grpc": f"127.0.0.1:{self.grpc_port(router)}",
+            "grpc": self._listen(router),
             "log": str(self.log_path(router)),
             "bpf_dir": str(self.bpf_dir(router)),
             "state_dir": str(self.state_dir / router),
@@ -749,7 +775,9 @@ class Lab:
             return False
         if _exited(pid):
             return False
-        return b"srv6pm.node_manager" in cmdline and self.netns(router).encode() in cmdline
+        # its state dir names lab and router, whether it enters the namespace or is put there
+        mine = str(self.state_dir / router).encode()
+        return b"srv6pm.node_manager" in cmdline and mine in cmdline
 
     def _wait_exit(self, router: str, pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

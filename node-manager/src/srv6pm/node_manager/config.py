@@ -19,8 +19,8 @@ class Settings(BaseSettings):
     node_id: str = Field("node", description="Name of this router, reported by GetInfo.")
     listen: str = Field(
         "127.0.0.1:50051",
-        description="gRPC listen address host:port. Anything but loopback needs mutual TLS "
-        "(tls_ca, tls_cert, tls_key).",
+        description="gRPC listen address host:port, or unix:PATH. Anything but loopback or a "
+        "unix socket needs mutual TLS (tls_ca, tls_cert, tls_key).",
     )
     netns: str = Field("", description="Network namespace to program ('' = our own).")
     period_s: float = Field(10.0, gt=0, description="Marking period T in seconds.")
@@ -138,7 +138,10 @@ class Settings(BaseSettings):
 
 def is_loopback(listen: str) -> bool:
     """True if the gRPC listen address ``host:port`` binds loopback only (127.0.0.0/8,
-    ::1, localhost). An empty host, a wildcard or anything unparsable is not loopback."""
+    ::1, localhost) or is a unix socket (``unix:PATH``, reached through the file system only).
+    An empty host, a wildcard or anything unparsable is not loopback."""
+    if listen.startswith("unix:"):
+        return True
     host = listen.rsplit(":", 1)[0] if ":" in listen else listen
     host = host.removeprefix("[").removesuffix("]")
     if host.lower() == "localhost":

@@ -1,4 +1,4 @@
-"""eBPF objects through bpftool, libbpf's own command-line front end, plus two bpf(2) calls.
+"""eBPF objects through bpftool, libbpf's own command-line front end, plus a few bpf(2) calls.
 
 Why bpftool: Debian ships it with libbpf, it is maintained in the kernel tree, it loads ELF
 objects with BTF, pins programs and maps and reuses pinned maps, and it applies thousands of map
@@ -8,6 +8,10 @@ updates in one `batch` call (10,000 updates in ~0.2 s here). Two things it canno
 - read counters fast: its JSON for 10,000 per-CPU entries takes ~2 s to produce and parse here,
   more than a short block allows. `read_array` reads the whole counter array with one
   BPF_MAP_LOOKUP_BATCH instead (milliseconds).
+- read a map without CAP_SYS_ADMIN: its `map lookup` and `map dump` format values with the map's
+  BTF, which only CAP_SYS_ADMIN may open (BPF_BTF_GET_FD_BY_ID), and fail without it ("failed
+  to get btf"). `lookup` and `entries` read raw octets with CAP_BPF alone, so the node manager
+  runs with NET_ADMIN, BPF and PERFMON only (docs/DEPLOY.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any
 
 from ...domain.errors import FailedPrecondition
 
+BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_GET_NEXT_KEY = 4
 BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
 BPF_MAP_LOOKUP_BATCH = 24
@@ -42,6 +48,16 @@ class _ObjGetAttr(ctypes.Structure):
         ("bpf_fd", ctypes.c_uint32),
         ("file_flags", ctypes.c_uint32),
         ("path_fd", ctypes.c_int32),
+    )
+
+
+class _ElemAttr(ctypes.Structure):
+    _fields_ = (
+        ("map_fd", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("key", ctypes.c_uint64),
+        ("value", ctypes.c_uint64),  # next_key for BPF_MAP_GET_NEXT_KEY
+        ("flags", ctypes.c_uint64),
     )
 
 
@@ -116,6 +132,54 @@ def obj_get(path: Path) -> int:
     if fd < 0:
         raise BpftoolError(f"cannot open pinned eBPF object {path}: {os.strerror(-fd)}")
     return fd
+
+
+def _lookup(fd: int, key: bytes, value_size: int) -> bytes | None:
+    key_buf = ctypes.create_string_buffer(key, len(key))
+    value = ctypes.create_string_buffer(value_size)
+    attr = _ElemAttr(map_fd=fd, key=ctypes.addressof(key_buf), value=ctypes.addressof(value))
+    ret = bpf_syscall(BPF_MAP_LOOKUP_ELEM, attr)
+    if ret == -errno.ENOENT:
+        return None
+    if ret < 0:
+        raise BpftoolError(f"map lookup failed: {os.strerror(-ret)}")
+    return value.raw
+
+
+def lookup(path: Path, key: bytes, value_size: int) -> bytes | None:
+    """The value of `key` in the (not per-CPU) map pinned at `path`; None if absent."""
+    fd = obj_get(path)
+    try:
+        return _lookup(fd, key, value_size)
+    finally:
+        os.close(fd)
+
+
+def entries(path: Path, key_size: int, value_size: int) -> dict[bytes, bytes]:
+    """Every key and value of the (not per-CPU) hash map pinned at `path`."""
+    fd = obj_get(path)
+    try:
+        found: dict[bytes, bytes] = {}
+        key: bytes | None = None
+        while True:
+            key_buf = ctypes.create_string_buffer(key or b"", key_size)
+            next_key = ctypes.create_string_buffer(key_size)
+            attr = _ElemAttr(
+                map_fd=fd,
+                key=ctypes.addressof(key_buf) if key is not None else 0,
+                value=ctypes.addressof(next_key),
+            )
+            ret = bpf_syscall(BPF_MAP_GET_NEXT_KEY, attr)
+            if ret == -errno.ENOENT:
+                return found
+            if ret < 0:
+                raise BpftoolError(f"cannot list {path}: {os.strerror(-ret)}")
+            key = next_key.raw
+            value = _lookup(fd, key, value_size)
+            if value is not None:  # deleted meanwhile
+                found[key] = value
+    finally:
+        os.close(fd)
 
 
 def possible_cpus() -> int:

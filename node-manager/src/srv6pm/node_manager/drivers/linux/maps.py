@@ -48,8 +48,11 @@ class Reason(enum.IntEnum):
     COUNTED = 6
 
 
+FLOW_KEY = _U64  # the SID list's 64-bit hash (domain.flowkey)
+
+
 def flow_key(key: int) -> bytes:
-    return _U64.pack(key)
+    return FLOW_KEY.pack(key)
 
 
 def flow_value(slot: int, role: Role, segments: Sequence[str], flowmon_id: int) -> bytes:

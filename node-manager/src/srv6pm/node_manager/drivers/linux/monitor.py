@@ -26,7 +26,7 @@ from ...domain.flowkey import flow_key
 from ...domain.model import Marking, MarkingMode, MonitoredFlow, Role
 from ..base import ColourCount, FlowCounters, PacketStats
 from . import maps
-from .bpftool import Bpftool, ensure_bpffs, hexbytes, read_array
+from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, lookup, read_array
 from .hooks import COUNT, GUARD, MARK, PROGRAMS, Hook, Hooks
 
 log = logging.getLogger(__name__)
@@ -165,10 +165,10 @@ class Monitor:
                 saved["colour_bit"],
                 tuple(saved["boundary_interfaces"]),
             )
-        out = self._tool.run(
-            "map", "lookup", "pinned", self._map(maps.CONFIG), "key", "hex", *hexbytes(bytes(4))
-        )
-        period, offset, _, monitored, colour, mode = maps.parse_config(_bytes(out["value"]))
+        value = lookup(self._maps_dir / maps.CONFIG, bytes(4), maps.CONFIG_VALUE.size)
+        if value is None:  # an array always holds its entries
+            raise FailedPrecondition(f"{self._maps_dir / maps.CONFIG} has no entry 0")
+        period, offset, _, monitored, colour, mode = maps.parse_config(value)
         held = (period, offset, monitored, colour, mode)
         want = (self._period_ns, tai_offset_ns(), *self._config_fields(marking))
         if held != want:
@@ -224,8 +224,7 @@ class Monitor:
             )
             for f in json.loads(self._state_file.read_text())
         ]
-        entries = self._tool.run("map", "dump", "pinned", self._map(maps.FLOWS)) or []
-        by_sids = {_bytes(e["key"]): _bytes(e["value"]) for e in entries}
+        by_sids = entries(self._maps_dir / maps.FLOWS, maps.FLOW_KEY.size, maps.FLOW_VALUE.size)
         flowmon = read_array(self._maps_dir / maps.FLOWMON, 1 << 20, maps.FLOWMON_ENTRY.size)
         kept = {}
         for f in saved:
@@ -346,10 +345,6 @@ class Monitor:
             for r in maps.Reason
         }
         return PacketStats(**totals)
-
-
-def _bytes(hex_list: list[str]) -> bytes:
-    return bytes(int(b, 16) for b in hex_list)
 
 
 def _sum(raw: bytes, index: int, cpus: int) -> ColourCount:
