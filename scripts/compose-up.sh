@@ -126,7 +126,7 @@ ensure policies to-r3 --head r1 --tail r3 --segment fc00:0:2::e --segment fc00:0
   --prefix fd00:23::/64
 ensure policies to-r1 --head r3 --tail r1 --segment fc00:0:2::e --segment fc00:0:1::d6 \
   --prefix fd00:12::/64
-# Authenticated with the controller's STAMP key; --wait: until every node has applied it.
+# --wait: until every node has applied it (an error names the node and why).
 ensure sessions r1-r3 --policy to-r3 --return-policy to-r1 --wait
 
 cat <<'EOF'
