@@ -67,12 +67,11 @@ LISTEN_FIELDS = ("listen", "http_listen", "metrics_listen")
 CONTROLLER_UID = "10001"  # the controller's and collector's user in their images
 # Ports the third-party images listen on by default (Kafka's come from its KAFKA_LISTENERS)
 IMAGE_PORTS = {"influxdb": {8086}, "grafana/grafana": {3000}, "prom/prometheus": {9090}}
-ROUTER_CAPS = {"NET_ADMIN", "BPF", "PERFMON"}
+ROUTER_CAPS = {"NET_ADMIN", "NET_BIND_SERVICE", "BPF", "PERFMON"}
 ROUTER_SYSCTLS = {
     "net.ipv6.conf.all.forwarding": "1",
     "net.ipv6.conf.all.seg6_enabled": "1",
     "net.ipv6.conf.default.seg6_enabled": "1",
-    "net.ipv4.ip_unprivileged_port_start": "0",  # STAMP's port 862 (IPv6 too)
 }
 
 _VARIABLE = re.compile(

@@ -132,6 +132,18 @@ def test_update_changes_only_the_options_given(controller: Controller, cli: Run)
     assert "nothing to change" in nothing.stderr
 
 
+def test_a_session_without_a_key_gets_the_controllers_default(
+    controller: Controller, cli: Run
+) -> None:
+    controller.services.default_stamp_key = b"\x01" * 32
+    build_domain(cli)  # s1: no --hmac-key
+    s1 = api_get(controller, "/v1/sessions/s1")
+    assert isinstance(s1, dict) and s1["authenticated"] is True
+    ok(cli("sessions", "add", "s2", "--policy", "rev", "--return-policy", "fwd", "--hmac-key", ""))
+    s2 = api_get(controller, "/v1/sessions/s2")
+    assert isinstance(s2, dict) and s2["authenticated"] is False
+
+
 def test_policy_and_session_updates(controller: Controller, cli: Run) -> None:
     build_domain(cli)
     ok(cli("sessions", "update", "s1", "--delay-interval-ms", "100", "--hmac-key", "00" * 32))

@@ -23,7 +23,10 @@ KIND = "session"
 
 Name = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
 INTERVAL_HELP = "A delay probe every N ms (0: one probe per block)."
-KEY_HELP = "HMAC-SHA-256 key in hex for authenticated STAMP ('' = none); never shown back."
+KEY_HELP = (
+    "HMAC-SHA-256 key in hex for authenticated STAMP ('' = none; omitted: the controller's "
+    "default key, if it has one); never shown back."
+)
 
 
 def _opt(help_text: str, metavar: str | None = None) -> Any:
@@ -101,19 +104,20 @@ def add(
     policy: Annotated[str, _opt("The measured policy (probes go this way).", "POLICY")],
     return_policy: Annotated[str, _opt("The way back (replies, and the reverse loss).", "POLICY")],
     delay_interval_ms: Annotated[int, _opt(INTERVAL_HELP, "N")] = 0,
-    hmac_key: Annotated[str, _opt(KEY_HELP, "HEX")] = "",
+    hmac_key: Annotated[str | None, _opt(KEY_HELP, "HEX")] = None,
     wait: Wait = False,
     wait_timeout: WaitTimeout = 120.0,
 ) -> None:
     """Add a monitoring session."""
     st = state(ctx)
-    body = {
+    body: dict[str, Any] = {
         "name": name,
         "policy": policy,
         "return_policy": return_policy,
         "delay_interval_ms": delay_interval_ms,
-        "hmac_key": hmac_key,
     }
+    if hmac_key is not None:
+        body["hmac_key"] = hmac_key
     created = st.api.post("/v1/sessions", body)
     where = path("v1", "sessions", name)
     changed(st, created, where, f"{KIND} {name}", wait, wait_timeout, render_session)
