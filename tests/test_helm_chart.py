@@ -21,10 +21,12 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import kubernetes_validate
 import pytest
 import yaml
@@ -32,12 +34,14 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from pydantic_settings import BaseSettings
 from srv6pm.collector.config import Settings as CollectorSettings
+from srv6pm.controller.adapters.nodes import NodeClients, NodeUnavailable, Tls
 from srv6pm.controller.config import Settings as ControllerSettings
 from srv6pm.lab.kube import KubeApiServer, kube_binaries
 from srv6pm.lab.servers import ServerError
 from srv6pm.node_manager.config import Settings as NodeManagerSettings
-
-pytestmark = pytest.mark.slow
+from srv6pm.node_manager.server import server_credentials
+from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "deploy" / "helm" / "srv6pm"
@@ -321,7 +325,9 @@ def test_every_container_is_hardened(rendered: list[dict[str, Any]]) -> None:
             assert {"cpu", "memory"} <= resources["requests"].keys(), where
             assert {"cpu", "memory"} <= resources["limits"].keys(), where
         assert spec["automountServiceAccountToken"] is False
-        assert spec["serviceAccountName"].endswith(component(doc).replace("test", "controller"))
+        # The helm test Pod runs as the controller's account; every other its component's.
+        account = "controller" if component(doc) == "test" else component(doc)
+        assert spec["serviceAccountName"] == f"{RELEASE}-{account}"
         assert spec.get("hostNetwork", False) == (doc["kind"] == "DaemonSet")
     assert "privileged: true" not in yaml.safe_dump_all(rendered)
 
@@ -415,6 +421,40 @@ def _check_ports_and_paths(
         for name in names:
             path = Path(env.env[name])
             assert "secret" in volume_at(path) and str(path) in env.files, name
+
+
+class _NodeManager(pb_grpc.NodeManagerServicer):
+    def GetInfo(self, request: pb.GetInfoRequest, context: grpc.ServicerContext) -> pb.NodeInfo:
+        return pb.NodeInfo(driver="chart-test")
+
+
+def test_controller_reaches_a_node_manager_over_mutual_tls_with_the_chart_settings(
+    default_render: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The generated certificates, mounted where the chart mounts them and named by the
+    settings it gives: the node manager's own server credentials, and the controller's own
+    client, which checks tls.serverName, not the address it dials."""
+    settings: dict[str, Any] = {}
+    for _, spec in pod_specs(default_render):
+        for c in containers(spec):
+            if c["name"] in ("controller", "node-manager"):
+                env = container_env(default_render, spec, c, tmp_path / c["name"])
+                settings[c["name"]] = settings_of(monkeypatch, SETTINGS[c["name"]], env)
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_NodeManagerServicer_to_server(_NodeManager(), server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(settings["node-manager"]))
+    server.start()
+    try:
+        controller = settings["controller"]
+        tls = Tls(controller.tls_ca, controller.tls_cert, controller.tls_key)
+        endpoint = f"127.0.0.1:{port}"
+        clients = NodeClients(tls, 5.0, controller.tls_server_name)
+        assert clients.info("node-1", endpoint).driver == "chart-test"
+        # The certificate names no address: without the server name the check fails.
+        with pytest.raises(NodeUnavailable):
+            NodeClients(tls, 5.0).info("node-1", endpoint)
+    finally:
+        server.stop(grace=None)
 
 
 def test_schema_settings_are_fields_of_the_settings_models() -> None:
@@ -695,6 +735,7 @@ def installed() -> Iterator[Installed]:
         yield Installed(kube, steps)
 
 
+@pytest.mark.slow  # one API server for these, ~12 s to install and upgrade
 def test_every_rendered_object_is_stored_by_the_server(installed: Installed) -> None:
     for name, step in installed.steps.items():
         expected = {(d["kind"], d["metadata"]["name"]) for d in step.manifest}
@@ -706,6 +747,7 @@ def test_every_rendered_object_is_stored_by_the_server(installed: Installed) -> 
     assert controller["spec"]["strategy"]["type"] == "RollingUpdate"  # PostgreSQL, not SQLite
 
 
+@pytest.mark.slow
 def test_upgrades_keep_generated_secrets(installed: Installed) -> None:
     first = installed.steps["install"].server
     for step in ("bundled-postgresql", "production"):
@@ -714,6 +756,7 @@ def test_upgrades_keep_generated_secrets(installed: Installed) -> None:
             assert installed.steps[step].server[key]["data"] == first[key]["data"], (step, name)
 
 
+@pytest.mark.slow
 def test_an_upgrade_in_the_renewal_window_renews_the_leaves_under_the_same_ca(
     installed: Installed,
 ) -> None:
@@ -736,6 +779,7 @@ def test_an_upgrade_in_the_renewal_window_renews_the_leaves_under_the_same_ca(
     assert tls_checksum(after) != tls_checksum(before)
 
 
+@pytest.mark.slow
 def test_server_side_validation_refuses_what_the_schemas_accept(
     installed: Installed, helm_home: dict[str, str]
 ) -> None:
@@ -749,6 +793,7 @@ def test_server_side_validation_refuses_what_the_schemas_accept(
     assert "Deployment" in result.stderr and "not a label!" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_pods_meet_the_restricted_profile_except_the_node_manager(installed: Installed) -> None:
     node_manager = f"{RELEASE}-node-manager"
     for name, step in installed.steps.items():
