@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +38,7 @@ from srv6pm.collector.config import Settings as CollectorSettings
 from srv6pm.controller.adapters.nodes import NodeClients, NodeUnavailable, Tls
 from srv6pm.controller.config import Settings as ControllerSettings
 from srv6pm.lab.kube import KubeApiServer, kube_binaries
-from srv6pm.lab.servers import ServerError
+from srv6pm.lab.servers import ControllerProcess, ServerError
 from srv6pm.node_manager.config import Settings as NodeManagerSettings
 from srv6pm.node_manager.server import server_credentials
 from srv6pm.proto.v1 import node_manager_pb2 as pb
@@ -633,6 +634,41 @@ def test_disruption_budget_for_the_collectors_only(default_render: list[dict[str
     assert [component(b) for b in budgets] == ["collector"]
     assert find(default_render, "Deployment", f"{RELEASE}-controller")["spec"]["replicas"] == 1
     assert find(default_render, "Deployment", f"{RELEASE}-collector")["spec"]["replicas"] == 2
+
+
+@pytest.mark.slow
+def test_the_helm_test_script_passes_against_a_real_controller(
+    default_render: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The hook Pod's command, run here against a controller started with the chart's
+    bootstrap token: it passes, and fails with another token."""
+    pod = find(default_render, "Pod", f"{RELEASE}-test-controller")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    assert (
+        container["image"]
+        == find(default_render, "Deployment", f"{RELEASE}-controller")["spec"]["template"]["spec"][
+            "containers"
+        ][0]["image"]
+    )
+    command = [sys.executable, *container["command"][1:]]  # python from the controller's image
+    token = secret_value(default_render, f"{RELEASE}-bootstrap-token", "token")
+    assert token is not None
+    with ControllerProcess(tmp_path, {"bootstrap_token": token, "reconcile": "false"}) as process:
+
+        def run(api_token: str) -> subprocess.CompletedProcess[str]:
+            env = {
+                "CONTROLLER_URL": process.url,
+                "API_TOKEN": api_token,
+                "PATH": os.environ["PATH"],
+            }
+            return subprocess.run(
+                command, env=env, capture_output=True, text=True, check=False, timeout=60
+            )
+
+        passed, refused = run(token), run("s6pm_" + "x" * 43)
+    assert passed.returncode == 0 and passed.stdout == "nodes: 0\n", passed.stderr
+    assert refused.returncode != 0 and "HTTP Error 401" in refused.stderr, refused.stderr
 
 
 # --- 4. a real API server -----------------------------------------------------------------
