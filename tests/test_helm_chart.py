@@ -1,8 +1,8 @@
 """The Helm chart deploy/helm/srv6pm: it lints, renders manifests that the Kubernetes 1.34
 schemas accept, keeps its security claims (read-only roots, no privilege escalation, only the
-node manager holds capabilities, and exactly NET_ADMIN, BPF and PERFMON), gives every service
-settings its own Settings model accepts, and installs and upgrades on a real kube-apiserver
-(srv6pm.lab.kube) keeping its generated secrets and certificates.
+node manager holds capabilities: exactly NET_ADMIN, BPF, PERFMON and NET_BIND_SERVICE), gives
+every service settings its own Settings model accepts, and installs and upgrades on a real
+kube-apiserver (srv6pm.lab.kube) keeping its generated secrets and certificates.
 
 What is not shown here: that a pod runs. The API server has no kubelet or scheduler, so it
 validates and stores every object and nothing starts. The cert-manager and Prometheus Operator
@@ -51,7 +51,8 @@ GENERATED_DASHBOARDS = REPO / "dashboards" / "generated"
 KUBERNETES_VERSION = "1.34.0"  # the schemas of kubernetes-validate for the server we run
 RELEASE = "srv6pm"
 NAMESPACE = "srv6pm"
-NODE_MANAGER_CAPABILITIES = ["NET_ADMIN", "BPF", "PERFMON"]
+NODE_MANAGER_CAPABILITIES = ["NET_ADMIN", "BPF", "PERFMON", "NET_BIND_SERVICE"]
+STAMP_PORT = 862  # RFC 8762: the reflector's port unless the controller sets another
 SETTINGS: dict[str, type[BaseSettings]] = {
     "controller": ControllerSettings,
     "collector": CollectorSettings,
@@ -395,6 +396,7 @@ def _check_ports_and_paths(
         assert ports == {
             "grpc": port_of(settings.listen),
             "metrics": port_of(settings.metrics_listen),
+            "stamp": STAMP_PORT,
         }
         assert {named_port(c, p["port"]) for p in probes} == {ports["metrics"]}
         assert volume_at(settings.state_dir)["hostPath"]["type"] == "DirectoryOrCreate"
