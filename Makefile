@@ -14,11 +14,13 @@ deps:
 peers:
 	bash scripts/install-stamp-suite.sh
 
-# A real Kafka broker and InfluxDB server (srv6pm.lab.servers runs them; installed once, cached).
+# Real servers and tools the tests run: Kafka, InfluxDB, kube-apiserver + etcd + helm, the compose
+# CLI (srv6pm.lab.servers and srv6pm.lab.kube run them; built or installed once, cached).
 servers:
 	bash scripts/install-kafka.sh
 	bash scripts/install-influxdb.sh
 	bash scripts/install-kube.sh
+	bash scripts/install-compose.sh
 
 install: deps proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt

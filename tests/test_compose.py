@@ -231,22 +231,65 @@ def listen_ports(stack: dict[str, Any], name: str) -> set[int]:
 
 
 def test_compose_file_follows_the_compose_specification() -> None:
-    done = subprocess.run(
+    done = schema_check(COMPOSE)
+    assert done.returncode == 0, (
+        f"check-jsonschema (pip install -r requirements-dev.txt): {done.stdout}{done.stderr}"
+    )
+
+
+COMPOSE_CLI = (
+    Path(os.environ.get("SRV6PM_CACHE", Path.home() / ".cache" / "srv6pm"))
+    / "compose-5.6.0"
+    / "bin"
+    / "docker-compose"
+)
+
+
+def schema_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
             "check_jsonschema",
             "--builtin-schema",
             "vendor.compose-spec",
-            str(COMPOSE),
+            str(path),
         ],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert done.returncode == 0, (
-        f"check-jsonschema (pip install -r requirements-dev.txt): {done.stdout}{done.stderr}"
+
+
+def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
+    """Compose's own loader on `path` (no engine needed), with a .env as compose-up.sh makes."""
+    assert COMPOSE_CLI.exists(), "docker-compose is missing: bash scripts/install-compose.sh"
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), **sample_env()}
+    return subprocess.run(
+        [str(COMPOSE_CLI), "--project-directory", str(ROOT), "-f", str(path), "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
+
+
+def test_compose_itself_loads_the_file() -> None:
+    done = compose_config(COMPOSE)
+    assert done.returncode == 0, done.stderr
+
+
+def test_compose_refuses_a_dangling_reference_the_schema_lets_through(
+    raw: dict[str, Any], tmp_path: Path
+) -> None:
+    broken = yaml.safe_load(yaml.safe_dump(raw))
+    broken["services"]["collector"]["depends_on"]["kafka-typo"] = {"condition": "service_healthy"}
+    path = tmp_path / "docker-compose.yml"
+    path.write_text(yaml.safe_dump(broken))
+    assert schema_check(path).returncode == 0  # well-formed, so the schema alone accepts it
+    done = compose_config(path)
+    assert done.returncode != 0
+    assert "kafka-typo" in done.stderr
 
 
 def test_compose_file_has_no_version_key_and_every_secret_comes_from_env(
