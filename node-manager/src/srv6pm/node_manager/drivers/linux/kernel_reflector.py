@@ -1,0 +1,122 @@
+"""The in-kernel STAMP Session-Reflector (bpf/reflector.c): loads and pins its program, writes
+its configuration and the node's decapsulating SIDs, and reads its statistics.
+
+The program answers unauthenticated 44-octet probes in place; everything else passes up to the
+userspace reflector unchanged, so this only ever takes work off it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ...domain.errors import FailedPrecondition
+from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, possible_cpus, read_array
+
+PROGRAM = "srv6pm_reflect"
+CONFIG = "srv6pm_reflector_config"
+DECAP = "srv6pm_reflector_decap"
+SEQUENCES = "srv6pm_reflector_seq"
+STATS = "srv6pm_reflector_stats"
+# struct reflector_config: address, tai_offset_ns, port and error estimate (network order),
+# enabled, stateful, padding
+CONFIG_VALUE = struct.Struct("<16sQ2s2sBB2x")
+# enum reflector_stat, in order
+STAT_NAMES = ("reflected", "passed_length", "passed_headers", "passed_disabled", "failed")
+
+
+@dataclass(frozen=True)
+class KernelReflectorConfig:
+    address: str
+    port: int = 862
+    error_estimate: int = 0  # raw 16 bits (RFC 8762 section 4.2.1)
+    stateful: bool = False
+    tai_offset_ns: int = 0  # CLOCK_TAI - CLOCK_REALTIME
+    enabled: bool = True
+
+
+def default_object() -> Path:
+    return Path(str(resources.files("srv6pm.node_manager") / "bpf" / "reflector.o"))
+
+
+def encode_config(config: KernelReflectorConfig) -> bytes:
+    return CONFIG_VALUE.pack(
+        ipaddress.IPv6Address(config.address).packed,
+        config.tai_offset_ns,
+        config.port.to_bytes(2, "big"),
+        config.error_estimate.to_bytes(2, "big"),
+        int(config.enabled),
+        int(config.stateful),
+    )
+
+
+class KernelReflector:
+    """The program pinned under `bpf_dir`/reflector: maps in maps/, the program in
+    progs/<version of the object>/ (a new object loads beside the old one)."""
+
+    def __init__(
+        self, bpf_dir: Path, bpf_object: Path | None = None, bpftool: Bpftool | None = None
+    ) -> None:
+        obj = bpf_object or default_object()
+        if not obj.exists():
+            raise FailedPrecondition(f"eBPF object {obj} is missing: run `make bpf`")
+        version = hashlib.sha256(obj.read_bytes()).hexdigest()[:12]
+        self._maps_dir = bpf_dir / "reflector" / "maps"
+        self._progs_dir = bpf_dir / "reflector" / "progs" / version
+        self._tool = bpftool or Bpftool()
+        ensure_bpffs(bpf_dir)
+        if not (self._progs_dir / PROGRAM).exists():
+            self._load(obj)
+
+    @property
+    def program(self) -> Path:
+        """The pinned program, for a tc hook."""
+        return self._progs_dir / PROGRAM
+
+    def _load(self, obj: Path) -> None:
+        self._maps_dir.mkdir(parents=True, exist_ok=True)
+        self._progs_dir.parent.mkdir(parents=True, exist_ok=True)
+        maps = (CONFIG, DECAP, SEQUENCES, STATS)
+        args = ["prog", "loadall", str(obj), str(self._progs_dir), "type", "classifier"]
+        if all((self._maps_dir / m).exists() for m in maps):
+            for m in maps:  # a restart reuses the sequence counters and statistics
+                args += ["map", "name", m, "pinned", str(self._maps_dir / m)]
+        else:
+            args += ["pinmaps", str(self._maps_dir)]
+        self._tool.run(*args)
+
+    def configure(self, config: KernelReflectorConfig) -> None:
+        value = encode_config(config)
+        self._tool.run(*self._update(CONFIG, bytes(4), value))
+
+    def set_decap_sids(self, sids: Iterable[str]) -> None:
+        """The node's End.DT6 SIDs: probes encapsulated for them are this node's."""
+        wanted = {ipaddress.IPv6Address(s).packed for s in sids}
+        held = set(entries(self._maps_dir / DECAP, 16, 1))
+        commands = [
+            ["map", "delete", "pinned", str(self._maps_dir / DECAP), "key", "hex", *hexbytes(k)]
+            for k in held - wanted
+        ]
+        commands += [self._update(DECAP, k, b"\x01") for k in wanted - held]
+        self._tool.batch(commands)
+
+    def stats(self) -> dict[str, int]:
+        """What the program did, summed over CPUs."""
+        cpus = possible_cpus()
+        raw = read_array(self._maps_dir / STATS, len(STAT_NAMES), 8, per_cpu=True)
+        totals = {}
+        for i, name in enumerate(STAT_NAMES):
+            base = i * cpus * 8
+            totals[name] = sum(
+                int.from_bytes(raw[base + c * 8 : base + c * 8 + 8], "little") for c in range(cpus)
+            )
+        return totals
+
+    def _update(self, name: str, key: bytes, value: bytes) -> list[str]:
+        target = ["map", "update", "pinned", str(self._maps_dir / name)]
+        return [*target, "key", "hex", *hexbytes(key), "value", "hex", *hexbytes(value)]

@@ -1,0 +1,233 @@
+"""The in-kernel STAMP reflector (bpf/reflector.c) run with BPF_PROG_TEST_RUN on crafted probes,
+its replies held byte for byte against the userspace reflector's (timestamps aside), and what it
+passes up unchanged."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
+from srv6pm.node_manager.drivers.linux.kernel_reflector import (
+    KernelReflector,
+    KernelReflectorConfig,
+)
+from srv6pm.node_manager.drivers.linux.monitor import tai_offset_ns
+from srv6pm.twamp import codec
+from srv6pm.twamp.reflector import ReflectedFlows, Reflector, ReflectorConfig
+from srv6pm.twamp.timestamps import ntp_from_unix_ns, unix_ns_from_ntp
+from srv6pm.twamp.tlv import ClassOfService
+from srv6pm.twamp.transport import Datagram
+
+pytestmark = pytest.mark.root
+
+TC_ACT_UNSPEC = 0xFFFFFFFF  # -1: the next filter, then the stack
+TC_ACT_SHOT = 2
+REFLECTOR = "fc00:0:3::862"
+SENDER = "fc00:0:1::1"
+DECAP_SID = "fc00:0:3::d6"
+OTHER_SID = "fc00:0:3::e"
+EE = 0x8001  # S bit, 1 ms: the reflector's own Error Estimate
+SENDER_EE = 0x8002
+SSID = 7
+
+
+@pytest.fixture(scope="module")
+def bpffs() -> Iterator[Path]:
+    root = Path("/run") / f"srv6pm-test-{secrets.token_hex(3)}"
+    (root / "fs").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "bpf", "bpf", str(root / "fs")], check=True)
+    try:
+        yield root / "fs"
+    finally:
+        subprocess.run(["umount", str(root / "fs")], check=True)
+        shutil.rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def reflector(bpffs: Path) -> KernelReflector:
+    return KernelReflector(bpffs / "bpf")
+
+
+@pytest.fixture
+def configured(reflector: KernelReflector) -> Iterator[KernelReflector]:
+    reflector.configure(
+        KernelReflectorConfig(REFLECTOR, error_estimate=EE, tai_offset_ns=tai_offset_ns())
+    )
+    reflector.set_decap_sids([DECAP_SID])
+    yield reflector
+    reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
+
+
+def probe(seq: int = 41, ssid: int = SSID, tlvs: tuple = (), key: bytes | None = None) -> bytes:
+    packet = codec.SenderPacket(
+        seq=seq,
+        timestamp=ntp_from_unix_ns(time.time_ns()),
+        error_estimate=SENDER_EE,
+        ssid=ssid,
+        tlvs=tlvs,
+    )
+    return codec.encode_sender(packet, key)
+
+
+def ether() -> Ether:
+    # addresses given: scapy would otherwise resolve them on this host's network
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+
+
+def plain(payload: bytes, dport: int = 862, hlim: int = 61) -> bytes:
+    return bytes(
+        ether()
+        / IPv6(src=SENDER, dst=REFLECTOR, hlim=hlim)
+        / UDP(sport=40000, dport=dport)
+        / Raw(payload)
+    )
+
+
+def encapsulated(payload: bytes, sid: str = DECAP_SID, segments_left: int = 0) -> bytes:
+    inner = IPv6(src=SENDER, dst=REFLECTOR, hlim=61) / UDP(sport=40000, dport=862) / Raw(payload)
+    srh = IPv6ExtHdrSegmentRouting(addresses=[sid, "fc00:0:2::e"], segleft=segments_left, nh=41)
+    return bytes(ether() / IPv6(src="fc00:0:1::a", dst=sid, hlim=62) / srh / inner)
+
+
+def run(reflector: KernelReflector, packet: bytes) -> tuple[int, bytes]:
+    fd = obj_get(reflector.program)
+    try:
+        verdict, out, _ = prog_test_run(fd, packet)
+    finally:
+        os.close(fd)
+    return verdict, out
+
+
+def userspace_reply(payload: bytes, stateful: bool = False, times: int = 1) -> bytes:
+    """The userspace reflector's answer to the same probe (the last of `times`)."""
+    sent: list[bytes] = []
+
+    def send(data: bytes, *_: object) -> bool:
+        sent.append(data)
+        return True
+
+    class NoCounters:
+        def block_packets(self, flow: str, block: int) -> int | None:
+            return None
+
+    config = ReflectorConfig(
+        stateful=stateful, error_estimate=EE, sessions={SSID: ReflectedFlows("f", "r")}
+    )
+    engine = Reflector(config, NoCounters(), send)
+    for _ in range(times):
+        engine.handle(Datagram(payload, (SENDER, 40000), time.time_ns(), 61, 0))
+    return sent[-1]
+
+
+def checksum_ok(frame: bytes) -> bool:
+    """The UDP checksum is what scapy computes for the packet as it is."""
+    ip6 = Ether(frame)[IPv6]
+    fresh = ip6.copy()
+    del fresh[UDP].chksum
+    return bool(IPv6(bytes(fresh))[UDP].chksum == ip6[UDP].chksum)
+
+
+def without_timestamps(reply: bytes) -> bytes:
+    return reply[:4] + bytes(8) + reply[12:16] + bytes(8) + reply[24:]
+
+
+def test_a_plain_probe_becomes_the_userspace_reflectors_reply_in_place(configured):
+    payload = probe()
+    before = time.time_ns()
+    verdict, out = run(configured, plain(payload))
+    after = time.time_ns()
+    assert verdict == TC_ACT_UNSPEC  # on into routing: the sender's route is the return path
+    reply = Ether(out)
+    ip6, udp = reply[IPv6], reply[UDP]
+    assert (ip6.src, ip6.dst, ip6.hlim) == (REFLECTOR, SENDER, 64)
+    assert (udp.sport, udp.dport, udp.len) == (862, 40000, 8 + 44)
+    data = bytes(udp.payload)
+    assert without_timestamps(data) == without_timestamps(userspace_reply(payload))
+    assert checksum_ok(out)
+    decoded = codec.decode_reflector(data)
+    t2, t3 = unix_ns_from_ntp(decoded.receive_timestamp), unix_ns_from_ntp(decoded.timestamp)
+    assert before - 1_000_000 <= t2 <= t3 <= after + 1_000_000
+    assert (decoded.sender_ttl, decoded.error_estimate, decoded.seq) == (61, EE, 41)
+
+
+def test_stateful_replies_count_per_sender_and_session_as_userspace_does(reflector):
+    reflector.configure(
+        KernelReflectorConfig(
+            REFLECTOR, error_estimate=EE, stateful=True, tai_offset_ns=tai_offset_ns()
+        )
+    )
+    try:
+        payload = probe(seq=1000, ssid=91)
+        replies = [Ether(run(reflector, plain(payload))[1])[UDP].payload for _ in range(3)]
+        assert [codec.decode_reflector(bytes(r)).seq for r in replies] == [0, 1, 2]
+        assert without_timestamps(bytes(replies[-1])) == without_timestamps(
+            userspace_reply(payload, stateful=True, times=3)
+        )
+        other = Ether(run(reflector, plain(probe(seq=1000, ssid=92)))[1])[UDP].payload
+        assert codec.decode_reflector(bytes(other)).seq == 0
+    finally:
+        reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
+
+
+def test_a_probe_inside_a_decapsulating_sid_is_decapsulated_then_answered(configured):
+    payload = probe()
+    verdict, out = run(configured, encapsulated(payload))
+    assert verdict == TC_ACT_UNSPEC
+    assert len(out) == 14 + 40 + 8 + 44  # the outer IPv6 header and the SRH are gone
+    reply = Ether(out)
+    assert (reply[IPv6].src, reply[IPv6].dst, reply[IPv6].nh) == (REFLECTOR, SENDER, 17)
+    assert checksum_ok(out)
+    assert without_timestamps(bytes(reply[UDP].payload)) == without_timestamps(
+        userspace_reply(payload)
+    )
+
+
+def passed_unchanged(reflector: KernelReflector, packet: bytes) -> dict[str, int]:
+    """Runs `packet`, checks it went on untouched; the statistics that moved."""
+    before = reflector.stats()
+    verdict, out = run(reflector, packet)
+    assert (verdict, out) == (TC_ACT_UNSPEC, packet)
+    after = reflector.stats()
+    return {name: after[name] - before[name] for name in after if after[name] != before[name]}
+
+
+def test_what_the_kernel_does_not_answer_goes_up_unchanged_and_is_counted(configured):
+    tlv = probe(tlvs=(ClassOfService(dscp1=46, dscp2=0, ecn=0, rp=0),))
+    assert passed_unchanged(configured, plain(tlv)) == {"passed_length": 1}
+    authenticated = probe(key=b"k" * 32)
+    assert passed_unchanged(configured, plain(authenticated)) == {"passed_length": 1}
+    twamp_light = probe()[:41]
+    assert passed_unchanged(configured, plain(twamp_light)) == {"passed_length": 1}
+
+
+def test_packets_that_are_not_probes_for_it_pass_untouched_and_uncounted(configured):
+    payload = probe()
+    assert passed_unchanged(configured, plain(payload, dport=863)) == {}
+    assert passed_unchanged(configured, encapsulated(payload, sid=OTHER_SID)) == {}
+    assert passed_unchanged(configured, encapsulated(payload, segments_left=1)) == {}
+    elsewhere = bytes(ether() / IPv6(src=SENDER, dst="fc00:0:3::9") / UDP(dport=862) / Raw(payload))
+    assert passed_unchanged(configured, elsewhere) == {}
+    truncated = plain(payload)[: 14 + 40 + 4]
+    assert passed_unchanged(configured, truncated) == {}
+
+
+def test_a_udp_length_that_disagrees_with_the_packet_is_passed_up(configured):
+    frame = bytearray(plain(probe()))
+    frame[14 + 40 + 4 : 14 + 40 + 6] = (8 + 40).to_bytes(2, "big")  # UDP length 48, 52 there
+    assert passed_unchanged(configured, bytes(frame)) == {"passed_length": 1}
+
+
+def test_a_disabled_reflector_passes_every_probe_up(reflector):
+    reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
+    assert passed_unchanged(reflector, plain(probe())) == {"passed_disabled": 1}
