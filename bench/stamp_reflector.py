@@ -15,6 +15,15 @@ Longer trials (--confirm s) then start at the median NDR and step down by 10 % u
 reflected packet at a moderate rate. A bare Python loop (recvmsg, struct, sendto; no asyncio,
 no TLVs) is measured the same way as a baseline for what Python costs on this machine.
 
+Two more reflectors are measured the same way in the same run unless left out: stamp-suite
+(its cached binary, when present; --no-stamp-suite) and srv6pm's in-kernel reflector
+(node-manager/bpf/reflector.c, program srv6pm_reflect on bsr0's tc ingress, pinned in a bpffs
+directory of its own; --no-kernel). The in-kernel one answers in the receive softirq, which
+RPS keeps on core 1, and the reply leaves through the namespace's forwarding. The one-core
+generator runs out before it does, so every trial also gives the reflector core's capacity:
+reflected packets per second of core 1 busy time (/proc/stat), as bench/forwarding.py measures
+a router's.
+
 Run as root: ``python bench/stamp_reflector.py`` (``--help`` for the knobs). ``--other NAME=CMD``
 adds another reflector, measured the same way (``{addr}`` and ``{port}`` in CMD are replaced).
 Method and results: docs/BENCHMARKS.md. Raw data: bench/results/stamp-reflector-<time>.json.
@@ -31,6 +40,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -39,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -57,8 +67,16 @@ PORT = 862
 GEN_PORT = 50000
 PACKET_OCTETS = 44
 LADDER = (5_000, 10_000, 20_000, 30_000, 40_000, 60_000, 80_000, 100_000, 120_000, 150_000, 200_000)
+# beyond what the generator reaches on this machine: only the in-kernel reflector gets there, and
+# these steps show where the generator, not the reflector, stops
+LADDER_TOP = (250_000, 300_000)
 OURS = "srv6pm.twamp"
 BARE = "python-bare-loop"
+KERNEL = "srv6pm.bpf"
+STAMP_SUITE = "stamp-suite"
+CACHE = Path(os.environ.get("SRV6PM_CACHE", Path.home() / ".cache/srv6pm"))
+BPF_ROOT = Path("/sys/fs/bpf/srv6pm")
+TC_PRIO = 10
 PDR_LOSS = 0.005  # "rate at 0.5 % loss": the highest rate with loss <= this
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -123,14 +141,35 @@ def process_cpu_ns(pid: int) -> int:
     return total
 
 
-def udp6_counters(pid: int) -> dict[str, int]:
-    """Udp6 counters of the namespace ``pid`` lives in (/proc/<pid>/net/snmp6)."""
+def parse_snmp6(text: str) -> dict[str, int]:
     out = {}
-    for line in Path(f"/proc/{pid}/net/snmp6").read_text().splitlines():
+    for line in text.splitlines():
         name, value = line.split()
-        if name.startswith("Udp6"):
+        if not name.endswith("_ifindex"):
             out[name] = int(value)
     return out
+
+
+def snmp6(pid: int) -> dict[str, int]:
+    """IPv6, ICMPv6 and UDP counters of the namespace ``pid`` lives in (/proc/<pid>/net/snmp6)."""
+    return parse_snmp6(Path(f"/proc/{pid}/net/snmp6").read_text())
+
+
+def udp6_counters(pid: int) -> dict[str, int]:
+    """Udp6 counters of the namespace ``pid`` lives in."""
+    return {k: v for k, v in snmp6(pid).items() if k.startswith("Udp6")}
+
+
+def netns_snmp6(netns: str) -> dict[str, int]:
+    """The counters of a namespace no process of ours lives in between trials (the generator's):
+    read by a `cat` started there (/proc/self/net follows the reader's namespace)."""
+    argv = ["nsenter", f"--net=/run/netns/{netns}", "cat", "/proc/self/net/snmp6"]
+    return parse_snmp6(run(argv).stdout)
+
+
+def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The counters that moved."""
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
 
 
 def udp6_rx_queue(pid: int, port: int) -> int:
@@ -266,6 +305,74 @@ def serve_bare(address: str, port: int) -> int:
     return 0
 
 
+def hold(address: str, port: int) -> int:
+    """The in-kernel reflector's port holder: a bound socket that reads nothing. The program
+    answers before the socket could see a probe; what it passes up stays queued here and is
+    counted at the end."""
+
+    def stop(_signum: int, _frame: object) -> NoReturn:
+        raise _Stop
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.bind((address, port))
+    print(json.dumps({"ready": True, "loop": "none (holds the port)"}), flush=True)
+    try:
+        while True:
+            signal.pause()
+    except _Stop:
+        pass
+    sock.setblocking(False)
+    queued = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            sock.recv(2048)
+            queued += 1
+    print(json.dumps({"stats": {"queued": queued}}), flush=True)
+    return 0
+
+
+def probe_once(source: str, reflector: str, port: int, count: int = 20) -> int:
+    """Check a reflector's replies with a plain socket before the load: answered, hop limit on
+    arrival, Sender TTL, Error Estimate, T3 - T2. Run in the generator's namespace."""
+    from srv6pm.twamp.timestamps import ntp_from_unix_ns  # noqa: PLC0415
+
+    sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
+    sock.bind((source, GEN_PORT + 1))
+    sock.settimeout(1.0)
+    probe = struct.Struct(">IQHH28x")
+    answered, hop_limits, ttls, estimates, t3_t2_ns = 0, set(), set(), set(), []
+    for seq in range(count):
+        sock.sendto(probe.pack(seq, ntp_from_unix_ns(time.time_ns()), 1, 4242), (reflector, port))
+        try:
+            data, ancillary, _flags, _src = sock.recvmsg(2048, 64)
+        except TimeoutError:
+            continue
+        if len(data) < PACKET_OCTETS or struct.unpack_from(">I", data, 24)[0] != seq:
+            continue
+        answered += 1
+        for level, kind, value in ancillary:
+            if level == socket.IPPROTO_IPV6 and kind == socket.IPV6_HOPLIMIT:
+                hop_limits.add(struct.unpack("@i", value)[0])
+        t3, estimate, _ssid, t2 = struct.unpack_from(">QHHQ", data, 4)
+        estimates.add(f"0x{estimate:04x}")
+        ttls.add(data[40])
+        t3_t2_ns.append((t3 - t2) * 1_000_000_000 / 2**32)
+        time.sleep(0.01)
+    out = {
+        "sent": count,
+        "answered": answered,
+        "hop_limit_on_arrival": sorted(hop_limits),
+        "sender_ttl": sorted(ttls),
+        "error_estimate": sorted(estimates),
+        "t3_minus_t2_ns_median": statistics.median(t3_t2_ns) if t3_t2_ns else None,
+    }
+    print(json.dumps(out), flush=True)
+    return 0
+
+
 # ---- namespaces ------------------------------------------------------------------------------
 
 
@@ -353,6 +460,7 @@ class ReflectorProcess:
     def __init__(self, name: str, argv: Sequence[str], side: Side, core: int) -> None:
         self.name = name
         self.info: dict[str, Any] = {}
+        self.kernel: KernelPath | None = None  # the in-kernel reflector this process stands by
         full = ["ip", "netns", "exec", side.netns, "taskset", "-c", str(core), *argv]
         # `ip netns exec` and `taskset` both exec(): the child's pid is the reflector's.
         # stderr to a file: a chatty reflector must never block on a full pipe
@@ -371,6 +479,26 @@ class ReflectorProcess:
         if not r.info.get("ready"):
             r.stop()
             raise BenchError(f"our reflector did not start: {r.info}")
+        return r
+
+    @classmethod
+    def in_kernel(cls, side: Side, core: int, bpf_root: Path) -> ReflectorProcess:
+        """srv6pm_reflect on ``side``'s tc ingress; this process only holds the port open."""
+        kernel = KernelPath(side, bpf_root)
+        argv = [sys.executable, str(Path(__file__).resolve()), "--hold"]
+        try:
+            kernel.attach()
+            r = cls(KERNEL, [*argv, "--address", side.address, "--port", str(PORT)], side, core)
+        except BaseException:
+            for problem in kernel.detach():
+                print(f"teardown: {problem}", file=sys.stderr)
+            raise
+        r.kernel = kernel
+        try:
+            r.info = {**r.read_json(timeout_s=20), **kernel.info}
+        except BaseException:
+            r.stop()  # detaches too
+            raise
         return r
 
     @classmethod
@@ -406,8 +534,14 @@ class ReflectorProcess:
     def cpu_ns(self) -> int:
         return process_cpu_ns(self.pid)
 
+    def program_stats(self) -> dict[str, int]:
+        """The in-kernel reflector's counters; nothing for a userspace one."""
+        return self.kernel.stats() if self.kernel else {}
+
     def drained(self, timeout_s: float = 10.0) -> None:
         """Wait until the reflector's socket is empty (it answered all it will answer)."""
+        if self.kernel:
+            return  # answered in the softirq; what sits in the holder's socket stays there
         deadline = time.monotonic() + timeout_s
         while udp6_rx_queue(self.pid, PORT) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -426,7 +560,114 @@ class ReflectorProcess:
                 with contextlib.suppress(ValueError):
                     final.update(json.loads(line))
         self.log.close()
+        if self.kernel:
+            final["program"] = self.kernel.stats()
+            final["teardown_problems"] = self.kernel.detach()
+            self.kernel = None
         return final
+
+
+class KernelPath:
+    """srv6pm_reflect loaded into a bpffs directory of its own and attached to the reflector
+    veth's tc ingress. detach() undoes exactly what attach() did, in reverse."""
+
+    def __init__(self, side: Side, bpf_root: Path) -> None:
+        self.side = side
+        self.bpf_root = bpf_root
+        self.bpf_dir = bpf_root / f"bench-stamp-reflector-{os.getpid()}-{time.time_ns()}"
+        self.info: dict[str, Any] = {}
+        self._undo: list[tuple[str, Callable[[], None]]] = []
+        self._reflector: Any = None
+
+    def _ns(self, *argv: str) -> list[str]:
+        # nsenter, not `ip netns exec`: that remounts /sys and hides the bpffs and its pins
+        return ["nsenter", f"--net=/run/netns/{self.side.netns}", *argv]
+
+    def attach(self) -> None:
+        # imported here: the other reflectors do not need the node manager installed
+        from srv6pm.node_manager.domain.errors import FailedPrecondition  # noqa: PLC0415
+        from srv6pm.node_manager.drivers.linux.kernel_reflector import (  # noqa: PLC0415
+            KernelReflector,
+            KernelReflectorConfig,
+            default_object,
+        )
+        from srv6pm.node_manager.drivers.linux.monitor import tai_offset_ns  # noqa: PLC0415
+        from srv6pm.twamp.error_estimate import clock_error_estimate  # noqa: PLC0415
+
+        if self.bpf_dir.exists():
+            raise BenchError(f"{self.bpf_dir} exists already")
+        if not self.bpf_root.exists():
+            self._undo.append((f"rmdir {self.bpf_root}", self.bpf_root.rmdir))
+        self._undo.append((f"rm -r {self.bpf_dir}", self._remove_pins))
+        config = KernelReflectorConfig(
+            address=self.side.address,
+            port=PORT,
+            error_estimate=clock_error_estimate(False),  # what our userspace reflector sends
+            stateful=False,
+            tai_offset_ns=tai_offset_ns(),
+            enabled=True,
+        )
+        try:
+            self._reflector = KernelReflector(self.bpf_dir)
+            self._reflector.configure(config)
+        except FailedPrecondition as e:
+            raise BenchError(f"in-kernel reflector: {e}") from e
+        program = self._reflector.program
+        sysctl = "net.ipv6.conf.all.forwarding"
+        old = run(self._ns("sysctl", "-n", sysctl)).stdout.strip()
+        # the reply is the probe, rewritten before routing: it reaches the sender by forwarding
+        run(self._ns("sysctl", "-qw", f"{sysctl}=1"))
+        self._undo.append(
+            (f"{sysctl}={old}", lambda: run(self._ns("sysctl", "-qw", f"{sysctl}={old}")))
+        )
+        dev = self.side.ifname
+        run(self._ns("tc", "qdisc", "add", "dev", dev, "clsact"))
+        self._undo.append(
+            (
+                f"tc qdisc del dev {dev} clsact",
+                lambda: run(self._ns("tc", "qdisc", "del", "dev", dev, "clsact")),
+            )
+        )
+        filt = ["tc", "filter", "add", "dev", dev, "ingress", "prio", str(TC_PRIO)]
+        run(self._ns(*filt, "bpf", "da", "pinned", str(program)))
+        self._undo.append(
+            (
+                f"tc filter del dev {dev} ingress prio {TC_PRIO}",
+                lambda: run(
+                    self._ns("tc", "filter", "del", "dev", dev, "ingress", "prio", str(TC_PRIO))
+                ),
+            )
+        )
+        shown = run(self._ns("tc", "filter", "show", "dev", dev, "ingress")).stdout
+        if "srv6pm_reflect" not in shown:
+            raise BenchError(f"srv6pm_reflect is not on {dev}'s ingress: {shown}")
+        self.info = {
+            "bpf_dir": str(self.bpf_dir),
+            "program": str(program),
+            "object": str(default_object()),
+            "tc_filter": shown.strip(),
+            "config": asdict(config),
+        }
+
+    def _remove_pins(self) -> None:
+        # unpinning drops the last reference to the program and maps once tc lets go of it
+        if self.bpf_dir.exists():
+            shutil.rmtree(self.bpf_dir)
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._reflector.stats()) if self._reflector else {}
+
+    def detach(self) -> list[str]:
+        """Undo attach(), last step first; returns what could not be undone."""
+        problems = []
+        while self._undo:
+            what, step = self._undo.pop()
+            try:
+                step()
+            except (BenchError, OSError) as e:
+                problems.append(f"{what}: {e}")
+        self._reflector = None
+        return problems
 
 
 # ---- trials ----------------------------------------------------------------------------------
@@ -454,6 +695,12 @@ class Trial:
     rtt_p50_us: float
     rtt_p99_us: float
     rtt_max_us: float
+    # reflected packets per second of reflector-core busy time: what the core would answer if
+    # it did nothing else (bench/forwarding.py's router capacity)
+    capacity_pps: float
+    gen_backlog_drops: int  # generator core's input backlog (replies)
+    gen_rcvbuf_errors: int  # generator namespace Udp6RcvbufErrors
+    program: dict[str, int]  # in-kernel reflector: its counters' change over the trial
 
 
 class Bench:
@@ -475,11 +722,13 @@ class Bench:
         argv += ["--drain", f"{self.drain_s:.3f}"]
         refl.drained()
         time.sleep(0.3)
+        gen0, gdrops0, prog0 = netns_snmp6(gen.netns), backlog_drops(GEN_CORE), refl.program_stats()
         udp0, drops0, cpu0 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
         t0, idle0, steal0 = time.monotonic(), idle_s(REFL_CORE), steal_s(REFL_CORE)
         r = run(argv)
         t1, idle1, steal1 = time.monotonic(), idle_s(REFL_CORE), steal_s(REFL_CORE)
         udp1, drops1, cpu1 = udp6_counters(refl.pid), backlog_drops(REFL_CORE), refl.cpu_ns()
+        gen1, gdrops1, prog1 = netns_snmp6(gen.netns), backlog_drops(GEN_CORE), refl.program_stats()
         g = json.loads(r.stdout)
         sent, received, elapsed = g["sent"], g["received"], g["elapsed_s"]
         busy_ns = max(0.0, (t1 - t0) - (idle1 - idle0)) * 1e9
@@ -504,6 +753,10 @@ class Bench:
             rtt_p50_us=g["rtt_p50_us"],
             rtt_p99_us=g["rtt_p99_us"],
             rtt_max_us=g["rtt_max_us"],
+            capacity_pps=received / (busy_ns / 1e9) if busy_ns > 0 else float("nan"),
+            gen_backlog_drops=gdrops1 - gdrops0,
+            gen_rcvbuf_errors=gen1.get("Udp6RcvbufErrors", 0) - gen0.get("Udp6RcvbufErrors", 0),
+            program={k: v - prog0.get(k, 0) for k, v in prog1.items()},
         )
         self.trials.append(t)
         print(
@@ -511,9 +764,12 @@ class Bench:
             f"reflected {t.reflected_pps / 1e3:6.1f}k loss {t.loss:7.3%} "
             f"cpu {t.refl_cpu_ns_per_pkt:6.0f} ns/pkt core {t.core_busy:.2f} "
             f"steal {t.core_steal:.2f} "
+            f"capacity {t.capacity_pps / 1e3:.0f}k "
             f"drops rcvbuf {t.rcvbuf_errors} sndbuf {t.sndbuf_errors} backlog {t.backlog_drops} "
+            f"gen backlog {t.gen_backlog_drops} gen rcvbuf {t.gen_rcvbuf_errors} "
             f"resets {t.schedule_resets} rtt p50/p99/max {t.rtt_p50_us / 1e3:.1f}/"
-            f"{t.rtt_p99_us / 1e3:.1f}/{t.rtt_max_us / 1e3:.1f} ms",
+            f"{t.rtt_p99_us / 1e3:.1f}/{t.rtt_max_us / 1e3:.1f} ms"
+            + (f" program {t.program}" if t.program else ""),
             flush=True,
         )
         return t
@@ -527,6 +783,7 @@ class Search:
     ndr_pps: float  # highest offered rate of a trial of this search with 0 loss
     pdr_pps: float  # the same with loss <= PDR_LOSS
     max_reflected_pps: float  # the most replies per second a trial of this search got back
+    ndr_capacity_pps: float  # capacity_pps of the trial that gave ndr_pps
 
 
 def bisect(
@@ -568,13 +825,15 @@ def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[i
         if first_bad:
             bisect(bench, refl, passing[-1] if passing else None, first_bad, limit, 1000)
     mine = bench.trials[first:]
+    at_ndr = max((t for t in mine if t.loss == 0), key=lambda t: t.offered_pps, default=None)
     return Search(
         refl.name,
         repeat,
         steps,
-        max((t.offered_pps for t in mine if t.loss == 0), default=0.0),
+        at_ndr.offered_pps if at_ndr else 0.0,
         max((t.offered_pps for t in mine if t.loss <= PDR_LOSS), default=0.0),
         max(t.reflected_pps for t in mine),
+        at_ndr.capacity_pps if at_ndr else float("nan"),
     )
 
 
@@ -611,8 +870,72 @@ def spread(values: Sequence[float]) -> str:
     )
 
 
+def capacity_of(confirm: Sequence[Trial]) -> list[float]:
+    """Capacity from the loss-free longer trials: the highest load the reflector kept up with,
+    so its core is as busy as it gets without loss and the busy fraction is least noisy."""
+    return [t.capacity_pps for t in confirm if t.loss == 0]
+
+
+def summary(
+    searches: Sequence[Search],
+    cpu: dict[str, list[Trial]],
+    confirm: dict[str, list[Trial]],
+    trials: Sequence[Trial],
+) -> list[str]:
+    """One line per reflector: NDR, 0.5 % rate, cost, capacity; then where loss happened."""
+    names = list(dict.fromkeys(s.reflector for s in searches))
+    lines = [
+        "| reflector | NDR median (min-max) | rate at <= 0.5 % loss | core busy ns/pkt "
+        "(CPU pass) | capacity at each search's NDR | capacity, loss-free 10 s trials "
+        "| core busy in them |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        mine = [s for s in searches if s.reflector == name]
+        busy_ns = [t.core_busy_ns_per_pkt for t in cpu.get(name, [])]
+        long = [t for t in confirm.get(name, []) if t.loss == 0]
+        cap = capacity_of(confirm.get(name, []))
+        lines.append(
+            f"| {name} | {spread([s.ndr_pps for s in mine])} "
+            f"| {spread([s.pdr_pps for s in mine])} "
+            f"| {statistics.median(busy_ns) if busy_ns else float('nan'):.0f} "
+            f"| {spread([s.ndr_capacity_pps for s in mine])} "
+            f"| {spread(cap) if cap else '-'} "
+            f"| {' / '.join(f'{t.core_busy:.2f}' for t in long) or '-'} |"
+        )
+    kernel = capacity_of(confirm.get(KERNEL, []))
+    peer = [s.ndr_pps for s in searches if s.reflector == STAMP_SUITE]
+    if kernel and peer:
+        ratio = statistics.median(kernel) / statistics.median(peer)
+        lines += ["", f"{KERNEL} capacity / {STAMP_SUITE} NDR (medians): {ratio:.2f}"]
+    lines += [
+        "",
+        "| reflector | trials | with loss | highest offered | lost | reflector backlog "
+        "| reflector rcvbuf | generator backlog | generator rcvbuf | program (all trials) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        mine = [t for t in trials if t.reflector == name]
+        program: dict[str, int] = {}
+        for t in mine:
+            for k, v in t.program.items():
+                program[k] = program.get(k, 0) + v
+        lines.append(
+            f"| {name} | {len(mine)} | {sum(t.loss > 0 for t in mine)} "
+            f"| {max(t.offered_pps for t in mine) / 1e3:.1f}k "
+            f"| {sum(t.sent - t.received for t in mine)} | {sum(t.backlog_drops for t in mine)} "
+            f"| {sum(t.rcvbuf_errors for t in mine)} | {sum(t.gen_backlog_drops for t in mine)} "
+            f"| {sum(t.gen_rcvbuf_errors for t in mine)} "
+            f"| {', '.join(f'{k} {v}' for k, v in program.items()) or '-'} |"
+        )
+    return lines
+
+
 def tables(
-    searches: Sequence[Search], cpu: dict[str, list[Trial]], confirm: dict[str, list[Trial]]
+    searches: Sequence[Search],
+    cpu: dict[str, list[Trial]],
+    confirm: dict[str, list[Trial]],
+    trials: Sequence[Trial],
 ) -> str:
     lines = [
         "| reflector | requested | offered (median) | reflected per search | loss per search |",
@@ -643,28 +966,32 @@ def tables(
         )
     lines += [
         "",
-        "| reflector | trial | offered | loss | RTT p50 / p99 / max ms |",
-        "|---|---|---|---|---|",
+        "| reflector | trial | requested | offered | loss | core busy | capacity "
+        "| RTT p50 / p99 / max ms |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for name, trials in confirm.items():
-        for t in trials:
+    for name, mine in confirm.items():
+        for t in mine:
             lines.append(
-                f"| {name} | {t.duration_s:.0f} s | {t.offered_pps / 1e3:.1f}k "
-                f"| {t.loss:.3%} | {t.rtt_p50_us / 1e3:.2f} / {t.rtt_p99_us / 1e3:.2f} / "
+                f"| {name} | {t.duration_s:.0f} s | {t.rate / 1e3:.1f}k "
+                f"| {t.offered_pps / 1e3:.1f}k | {t.loss:.3%} | {t.core_busy:.3f} "
+                f"| {t.capacity_pps / 1e3:.0f}k "
+                f"| {t.rtt_p50_us / 1e3:.2f} / {t.rtt_p99_us / 1e3:.2f} / "
                 f"{t.rtt_max_us / 1e3:.1f} |"
             )
     lines += [
         "",
-        "| reflector | rate | process CPU ns/pkt | core busy ns/pkt | core busy |",
-        "|---|---|---|---|---|",
+        "| reflector | rate | process CPU ns/pkt | core busy ns/pkt | core busy | capacity |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, trials in cpu.items():
-        for t in trials:
+    for name, mine in cpu.items():
+        for t in mine:
             lines.append(
                 f"| {name} | {t.offered_pps / 1e3:.1f}k | {t.refl_cpu_ns_per_pkt:.0f} "
-                f"| {t.core_busy_ns_per_pkt:.0f} | {t.core_busy:.3f} |"
+                f"| {t.core_busy_ns_per_pkt:.0f} | {t.core_busy:.3f} "
+                f"| {t.capacity_pps / 1e3:.0f}k |"
             )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *summary(searches, cpu, confirm, trials)])
 
 
 # ---- main ------------------------------------------------------------------------------------
@@ -674,7 +1001,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--probe-once", metavar="SOURCE", help=argparse.SUPPRESS)
     p.add_argument("--no-baseline", action="store_true", help="skip the bare Python loop baseline")
+    p.add_argument(
+        "--no-kernel",
+        dest="kernel",
+        action="store_false",
+        help=f"skip the in-kernel reflector ({KERNEL}, tc eBPF)",
+    )
+    p.add_argument(
+        "--bpf-root",
+        type=Path,
+        default=BPF_ROOT,
+        help="bpffs directory; the in-kernel reflector is pinned in a new one under it "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--stamp-suite",
+        type=Path,
+        default=CACHE / "stamp-suite/bin/stamp-suite",
+        help="stamp-suite binary, measured when it exists (default: %(default)s)",
+    )
+    p.add_argument("--no-stamp-suite", action="store_true", help="skip stamp-suite")
     p.add_argument("--address", default="::", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=PORT, help=argparse.SUPPRESS)
     p.add_argument(
@@ -684,7 +1033,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--drain", type=float, default=0.5, help="receive after sending, s (default: %(default)s)"
     )
     p.add_argument("--repeats", type=int, default=3, help="NDR searches (default: %(default)s)")
-    p.add_argument("--ladder", type=int, nargs="+", default=list(LADDER), help="rates, pps")
+    p.add_argument(
+        "--ladder", type=int, nargs="+", default=[*LADDER, *LADDER_TOP], help="rates, pps"
+    )
     p.add_argument(
         "--cpu-rate", type=int, default=20_000, help="rate of the CPU pass (default: %(default)s)"
     )
@@ -710,20 +1061,38 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
     cpu: dict[str, list[Trial]] = {}
     confirm: dict[str, list[Trial]] = {}
     info: dict[str, Any] = {}
-    candidates: list[tuple[str, str | None]] = [(OURS, None)]
+    side = PAIR.b
+    candidates: list[tuple[str, Callable[[], ReflectorProcess]]] = [
+        (OURS, lambda: ReflectorProcess.ours(side, REFL_CORE))
+    ]
     if not args.no_baseline:
-        candidates.append((BARE, None))
-    for other in args.other:
-        name, _, command = other.partition("=")
-        candidates.append((name, command))
-    for name, command in candidates:
-        print(f"{name}:", flush=True)
-        refl = (
-            ReflectorProcess.ours(PAIR.b, REFL_CORE, bare=name == BARE)
-            if command is None
-            else ReflectorProcess.other(name, command, PAIR.b, REFL_CORE)
+        candidates.append((BARE, lambda: ReflectorProcess.ours(side, REFL_CORE, bare=True)))
+    others = [other.partition("=")[::2] for other in args.other]
+    if not args.no_stamp_suite:
+        if args.stamp_suite.exists():
+            # its defaults: stateless and unauthenticated, as ours
+            command = (
+                f"{args.stamp_suite} --is-reflector --local-addr {{addr}} --local-port {{port}}"
+            )
+            others.insert(0, (STAMP_SUITE, command))
+        else:
+            print(f"{args.stamp_suite} is missing: stamp-suite not measured", file=sys.stderr)
+    for name, command in others:
+        candidates.append(
+            (name, lambda n=name, c=command: ReflectorProcess.other(n, c, side, REFL_CORE))
         )
+    if args.kernel:
+        candidates.append(
+            (KERNEL, lambda: ReflectorProcess.in_kernel(side, REFL_CORE, args.bpf_root))
+        )
+    for name, start in candidates:
+        print(f"{name}:", flush=True)
+        refl = start()
+        netns0: dict[str, int] = {}
         try:
+            netns0 = snmp6(refl.pid)
+            refl.info["check"] = probe_check(PAIR.a, side)
+            print(f"  check: {refl.info['check']}", flush=True)
             bench.trial(refl, 2000, duration_s=1.0)  # warm-up, not kept
             bench.trials.pop()
             cpu[name] = cpu_pass(bench, refl, args.cpu_rate, args.cpu_repeats)
@@ -738,9 +1107,17 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
             ndr = statistics.median(s.ndr_pps for s in searches if s.reflector == name)
             confirm[name] = confirm_pass(bench, refl, ndr, args.confirm, args.confirm_repeats)
         finally:
-            info[name] = {"start": refl.info, "final": refl.stop()}
+            # the namespace's own counters over this reflector's trials: forwarded replies,
+            # ICMPv6 sent (redirects), what reached a socket
+            netns: dict[str, int] = {}
+            with contextlib.suppress(OSError):
+                netns = counter_deltas(netns0, snmp6(refl.pid))
+            info[name] = {"start": refl.info, "final": refl.stop(), "netns_counters": netns}
     return {
-        "settings": {**vars(args), "out": str(args.out), "packet_octets": PACKET_OCTETS},
+        "settings": {
+            **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "packet_octets": PACKET_OCTETS,
+        },
         "reflectors": info,
         "trials": [asdict(t) for t in bench.trials],
         "searches": [
@@ -749,8 +1126,16 @@ def measure(args: argparse.Namespace, stampgen: Path) -> dict[str, Any]:
         ],
         "cpu": {k: [asdict(t) for t in v] for k, v in cpu.items()},
         "confirm": {k: [asdict(t) for t in v] for k, v in confirm.items()},
-        "table": tables(searches, cpu, confirm),
+        "table": tables(searches, cpu, confirm, bench.trials),
     }
+
+
+def probe_check(gen: Side, refl: Side) -> dict[str, Any]:
+    """A few probes from a plain socket in the generator's namespace (see probe_once)."""
+    argv = ["ip", "netns", "exec", gen.netns, "taskset", "-c", str(GEN_CORE), sys.executable]
+    argv += [str(Path(__file__).resolve()), "--probe-once", gen.address]
+    argv += ["--address", refl.address, "--port", str(PORT)]
+    return dict(json.loads(run(argv, timeout=60).stdout))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -759,6 +1144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args.address, args.port)
     if args.serve_bare:
         return serve_bare(args.address, args.port)
+    if args.hold:
+        return hold(args.address, args.port)
+    if args.probe_once:
+        return probe_once(args.probe_once, args.address, args.port)
     if os.geteuid() != 0:
         print("stamp_reflector.py needs root (namespaces)", file=sys.stderr)
         return 2
