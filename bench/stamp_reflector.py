@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import importlib
 import json
 import os
@@ -645,6 +646,8 @@ class KernelPath:
             "bpf_dir": str(self.bpf_dir),
             "program": str(program),
             "object": str(default_object()),
+            # the object in the tree at attach time, which need not be the committed source's
+            "object_sha256": hashlib.sha256(default_object().read_bytes()).hexdigest(),
             "tc_filter": shown.strip(),
             "config": asdict(config),
         }
