@@ -7,15 +7,19 @@ PREFIX_START (default "t"), e.g. to tell one's labs apart on a shared machine.""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
+from srv6pm.lab.scenario import R1_PROBE_ADDRESS, R3_REFLECTOR_ADDRESS, SSID
 from srv6pm.lab.topology import Topology
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
@@ -136,3 +140,26 @@ def block_counts(lab: Lab, router: str, block: int) -> dict[str, tuple[int, int]
 @pytest.fixture
 def blocks() -> type[Blocks]:
     return Blocks
+
+
+@pytest.fixture(scope="module")
+def stamp_suite() -> str:
+    root = Path(os.environ.get("SRV6PM_CACHE", Path.home() / ".cache/srv6pm"))
+    binary = root / "stamp-suite/bin/stamp-suite"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run scripts/install-deps.sh")
+    return str(binary)
+
+
+def run_sender(lab: Lab, binary: str, args: list[str]) -> dict[str, Any]:
+    """stamp-suite as Session-Sender on r1, from r1's probe address to r3's reflector (the
+    SR policy r1 has for it); its JSON summary."""
+    argv = [binary, "--remote-addr", R3_REFLECTOR_ADDRESS, "--remote-port", "862"]
+    argv += ["--local-addr", R1_PROBE_ADDRESS, "--ssid", str(SSID), "--clock-synchronized"]
+    done = lab.exec(
+        "r1", [*argv, *args, "--output-format", "json"], capture_output=True, text=True, timeout=60
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stderr[-2000:]
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary

@@ -7,8 +7,6 @@ must agree between the two."""
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 import signal
 import statistics
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import block_packets
+from conftest import block_packets, run_sender
 from srv6pm.lab import scenario
 from srv6pm.lab.scenario import (
     FORWARD,
@@ -30,7 +28,6 @@ from srv6pm.lab.scenario import (
     REVERSE,
     REVERSE_SIDS,
     SESSION,
-    SSID,
 )
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
@@ -43,31 +40,8 @@ AUTH = pytest.mark.parametrize("key", [b"", KEY], ids=["open", "authenticated"])
 DM = pytest.mark.parametrize("direct", [False, True], ids=["delay", "direct-measurement"])
 
 
-@pytest.fixture(scope="module")
-def stamp_suite() -> str:
-    root = Path(os.environ.get("SRV6PM_CACHE", Path.home() / ".cache/srv6pm"))
-    binary = root / "stamp-suite/bin/stamp-suite"
-    if not binary.exists():
-        pytest.fail(f"{binary} is missing: run scripts/install-deps.sh")
-    return str(binary)
-
-
 def auth_args(key: bytes) -> list[str]:
     return ["-A", "A", "--hmac-key", key.hex(), "--verify-tlv-hmac"] if key else []
-
-
-def run_sender(lab, binary: str, args: list[str]) -> dict[str, Any]:
-    """stamp-suite as Session-Sender on r1, from r1's probe address to r3's reflector (the
-    SR policy r1 has for it); its JSON summary."""
-    argv = [binary, "--remote-addr", R3_REFLECTOR_ADDRESS, "--remote-port", "862"]
-    argv += ["--local-addr", R1_PROBE_ADDRESS, "--ssid", str(SSID), "--clock-synchronized"]
-    done = lab.exec(
-        "r1", [*argv, *args, "--output-format", "json"], capture_output=True, text=True, timeout=60
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, done.stderr[-2000:]
-    summary: dict[str, Any] = json.loads(lines[-1])
-    return summary
 
 
 def flags_seen(summary: dict[str, Any]) -> dict[str, int]:

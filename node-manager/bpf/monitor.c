@@ -53,6 +53,9 @@
 #define IPV6_HLEN 40
 #define IPV6_MIN_MTU 1280 /* every IPv6 link carries this much (RFC 8200 section 5) */
 #define L3_OFF ETH_HLEN
+/* Let the packet go on to the next filter (the in-kernel STAMP reflector, an operator's own),
+ * then the stack: TC_ACT_OK would end classification here. */
+#define PASS TC_ACT_UNSPEC
 
 /* What a program saw but could not count for a flow; keep in sync with maps.py (Reason). */
 enum reason {
@@ -723,15 +726,15 @@ int srv6pm_mark(struct __sk_buff *skb)
 	struct config *cfg = begin(skb, &p);
 
 	if (!cfg)
-		return TC_ACT_OK;
+		return PASS;
 	if (!is_srv6(&p) && !is_reduced_single(&p)) {
 		stat(skb, REASON_NOT_SRV6);
-		return TC_ACT_OK;
+		return PASS;
 	}
 	struct flow_hit flow;
 	if (find_flow(skb, &p, &flow) || flow.role != ROLE_INGRESS) {
 		stat(skb, REASON_NO_FLOW);
-		return TC_ACT_OK;
+		return PASS;
 	}
 	__u32 colour = current_colour(cfg);
 	__u32 hdr = segment_headers(skb, &p);
@@ -741,13 +744,13 @@ int srv6pm_mark(struct __sk_buff *skb)
 		tc = colour ? (tc | cfg->colour_bit) : (tc & ~cfg->colour_bit);
 		if (set_dscp(skb, tc)) {
 			stat(skb, REASON_MARK_FAILED);
-			return TC_ACT_OK;
+			return PASS;
 		}
 	} else {
 		/* Not encapsulated here: an SRv6 packet that carries a mark already is not ours. */
 		if (p.mark_off) {
 			stat(skb, REASON_FOREIGN_MARK);
-			return TC_ACT_OK;
+			return PASS;
 		}
 		/* A packet the option would take over the MTU goes out unmarked (and uncounted, so
 		 * no node reports it lost) rather than be dropped further on. */
@@ -756,18 +759,18 @@ int srv6pm_mark(struct __sk_buff *skb)
 		    (bpf_check_mtu(skb, 0, &mtu, DOH_LEN, 0) ||
 		     (hdr && hdr + DOH_LEN + skb->gso_size > mtu + ETH_HLEN))) {
 			stat(skb, REASON_MARK_FAILED);
-			return TC_ACT_OK;
+			return PASS;
 		}
 		int err = insert_altmark(skb, &p, flow.flowmon_id, colour);
 		if (err) {
 			stat(skb, REASON_MARK_FAILED);
-			return err == -2 ? TC_ACT_SHOT : TC_ACT_OK;
+			return err == -2 ? TC_ACT_SHOT : PASS;
 		}
 		if (hdr)
 			hdr += DOH_LEN;
 	}
 	count(skb, hdr, flow.slot * 2 + colour);
-	return TC_ACT_OK;
+	return PASS;
 }
 
 /* ---- counting -------------------------------------------------------------------------------- */
@@ -779,37 +782,37 @@ int srv6pm_count(struct __sk_buff *skb)
 	struct config *cfg = begin(skb, &p);
 
 	if (!cfg)
-		return TC_ACT_OK;
+		return PASS;
 	if (cfg->mode == MODE_DSCP) {
 		if (!is_srv6(&p)) {
 			stat(skb, REASON_NOT_SRV6);
-			return TC_ACT_OK;
+			return PASS;
 		}
 		if (!(p.tc & cfg->monitored_bit)) {
 			stat(skb, REASON_UNMARKED);
-			return TC_ACT_OK;
+			return PASS;
 		}
 		struct flow_hit flow;
 		if (find_flow(skb, &p, &flow) || flow.role == ROLE_INGRESS) {
 			stat(skb, REASON_NO_FLOW);
-			return TC_ACT_OK;
+			return PASS;
 		}
 		count(skb, segment_headers(skb, &p), flow.slot * 2 + ((p.tc & cfg->colour_bit) ? 1 : 0));
-		return TC_ACT_OK;
+		return PASS;
 	}
 	if (!p.mark_off) {
 		stat(skb, is_srv6(&p) || is_reduced_single(&p) ? REASON_UNMARKED : REASON_NOT_SRV6);
-		return TC_ACT_OK;
+		return PASS;
 	}
 	__u32 word = p.mark;
 	__u32 id = word >> 12;
 	struct flowmon_entry *e = bpf_map_lookup_elem(&srv6pm_flowmon, &id);
 	if (!e || !e->role || e->role == ROLE_INGRESS) {
 		stat(skb, REASON_NO_FLOW);
-		return TC_ACT_OK;
+		return PASS;
 	}
 	count(skb, segment_headers(skb, &p), (__u32)e->slot * 2 + ((word >> 11) & 1));
-	return TC_ACT_OK;
+	return PASS;
 }
 
 /* ---- domain boundary ------------------------------------------------------------------------- */
@@ -821,21 +824,21 @@ int srv6pm_guard(struct __sk_buff *skb)
 	struct pkt p;
 
 	if (!cfg || parse_any(skb, &p) >= 0 || !is_srv6(&p))
-		return TC_ACT_OK;
+		return PASS;
 	if (cfg->mode == MODE_DSCP) {
 		if (!(p.tc & cfg->monitored_bit))
-			return TC_ACT_OK;
+			return PASS;
 		set_dscp(skb, p.tc & ~(cfg->monitored_bit | cfg->colour_bit));
 	} else {
 		if (!p.mark_off)
-			return TC_ACT_OK;
+			return PASS;
 		/* PadN of the same length: every node skips it (RFC 8200 section 4.2; Linux checks
 		 * that PadN data is zero). */
 		__u64 padn = IP6OPT_PADN | ALTMARK_LEN << 8; /* little-endian: type, length, zeros */
 		bpf_skb_store_bytes(skb, p.mark_off, &padn, 2 + ALTMARK_LEN, 0);
 	}
 	stat(skb, REASON_FOREIGN_MARK);
-	return TC_ACT_OK;
+	return PASS;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -35,7 +35,8 @@
 #define IPV6_HLEN 40
 #define L3_OFF ETH_HLEN
 #define STAMP_LEN 44	      /* unauthenticated base, RFC 8762 section 4.2.1 */
-#define MAX_SRH_LEN (8 + 16 * 16) /* 16 SIDs, no TLVs: what the node programs */
+#define MAX_OUTER_HEADERS 3  /* hop-by-hop or destination options, the SRH */
+#define MAX_OUTER_LEN 512    /* outer IPv6, an 8-octet AltMark option, an SRH of 16 SIDs: 312 */
 #define REPLY_HOP_LIMIT 64    /* what a local socket gives a reply (net.ipv6.conf.*.hop_limit) */
 #define MAX_SEQUENCES 65536   /* stateful counters kept, least recently used go first */
 #define NTP_UNIX_OFFSET_S 2208988800ULL
@@ -144,29 +145,37 @@ static __always_inline int same_address(const __u8 *a, const struct in6_addr *b)
 
 /*
  * Where the probe's IPv6 header starts once any SRv6 encapsulation for this node is removed: 0
- * for a plain probe, the outer headers' length for an encapsulated one; -1 when it is not a
- * probe for this node.
+ * for a plain probe, the outer headers' length for an encapsulated one (outer IPv6, options such
+ * as the AltMark Destination Options header the marking inserts before the SRH, the SRH); -1
+ * when it is not a probe for this node.
  */
 static __always_inline int outer_length(struct __sk_buff *skb, struct ipv6hdr *ip6)
 {
-	struct ipv6_sr_hdr srh;
-	int len;
+	__u8 nexthdr = ip6->nexthdr;
+	int off = IPV6_HLEN;
 
-	if (ip6->nexthdr == IPPROTO_UDP)
+	if (nexthdr == IPPROTO_UDP)
 		return 0;
-	if (ip6->nexthdr != NEXTHDR_IPV6 && ip6->nexthdr != NEXTHDR_ROUTING)
-		return -1;
 	if (!bpf_map_lookup_elem(&srv6pm_reflector_decap, &ip6->daddr))
 		return -1;
-	if (ip6->nexthdr == NEXTHDR_IPV6)
-		return IPV6_HLEN; /* H.Encaps.Red of a single SID: no SRH */
-	if (bpf_skb_load_bytes(skb, L3_OFF + IPV6_HLEN, &srh, sizeof(srh)) < 0)
-		return -1;
-	len = (srh.hdrlen + 1) * 8;
-	if (srh.type != IPV6_SRCRT_TYPE_4 || srh.segments_left != 0 ||
-	    srh.nexthdr != NEXTHDR_IPV6 || len > MAX_SRH_LEN)
-		return -1;
-	return IPV6_HLEN + len;
+#pragma unroll
+	for (int i = 0; i < MAX_OUTER_HEADERS; i++) {
+		struct ipv6_sr_hdr h; /* the first octets of any extension header, or an SRH */
+
+		if (nexthdr == NEXTHDR_IPV6)
+			return off;
+		if (off > MAX_OUTER_LEN || bpf_skb_load_bytes(skb, L3_OFF + off, &h, sizeof(h)) < 0)
+			return -1;
+		if (nexthdr == NEXTHDR_ROUTING &&
+		    (h.type != IPV6_SRCRT_TYPE_4 || h.segments_left != 0))
+			return -1; /* not at its last segment here: End.DT6 would not decapsulate */
+		if (nexthdr != NEXTHDR_ROUTING && nexthdr != IPPROTO_DSTOPTS &&
+		    nexthdr != IPPROTO_HOPOPTS)
+			return -1;
+		nexthdr = h.nexthdr;
+		off += (h.hdrlen + 1) * 8;
+	}
+	return -1;
 }
 
 static __always_inline __u32 reply_seq(const struct reflector_config *cfg, struct ipv6hdr *ip6,
@@ -205,7 +214,7 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	if (bpf_skb_load_bytes(skb, L3_OFF, &ip6, sizeof(ip6)) < 0)
 		return TC_ACT_UNSPEC;
 	outer = outer_length(skb, &ip6);
-	if (outer < 0 || outer > IPV6_HLEN + MAX_SRH_LEN)
+	if (outer < 0 || outer > MAX_OUTER_LEN + 8 * 256)
 		return TC_ACT_UNSPEC;
 	if (outer && bpf_skb_load_bytes(skb, L3_OFF + outer, &ip6, sizeof(ip6)) < 0)
 		return TC_ACT_UNSPEC;

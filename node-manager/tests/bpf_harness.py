@@ -19,7 +19,7 @@ SKB_SIZE = 192  # sizeof(struct __sk_buff), linux/bpf.h
 SKB_GSO_SEGS = 164  # offsetof(struct __sk_buff, gso_segs)
 SKB_GSO_SIZE = 176  # offsetof(struct __sk_buff, gso_size)
 SKB_IFINDEX = 40  # offsetof(struct __sk_buff, ifindex)
-TC_ACT_OK, TC_ACT_SHOT = 0, 2
+PASS, TC_ACT_SHOT = 0xFFFFFFFF, 2  # PASS: TC_ACT_UNSPEC, on to the next filter
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bpf_harness import TC_ACT_OK, Programs
+from bpf_harness import PASS, Programs
 from pyroute2 import IPRoute
 from scapy.layers.inet import TCP, UDP
 from scapy.layers.inet6 import (
@@ -101,7 +101,7 @@ def test_altmark_is_inserted_before_the_srh_and_the_packet_counted_once(programs
     programs.configure(Marking(), [flow()])
     packet = encap(srh())
     run, counted, stats = run_counted(programs, "srv6pm_mark", packet)
-    assert run.verdict == TC_ACT_OK
+    assert run.verdict == PASS
     out = Ether(run.packet)
     doh = out[IPv6].payload
     assert isinstance(doh, IPv6ExtHdrDestOpt) and doh.len == 0
@@ -191,7 +191,7 @@ def test_gso_packets_cannot_be_marked_in_test_run_and_say_so(programs):
     run, counted, stats = run_counted(
         programs, "srv6pm_mark", encap(srh()), gso_segs=10, gso_size=100
     )
-    assert run.verdict == TC_ACT_OK and counted == ((0, 0), (0, 0))
+    assert run.verdict == PASS and counted == ((0, 0), (0, 0))
     assert stats == {"mark_failed": 10}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from scapy.layers.inet import UDP
-from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
+from scapy.layers.inet6 import HBHOptUnknown, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
@@ -94,10 +94,16 @@ def plain(payload: bytes, dport: int = 862, hlim: int = 61) -> bytes:
     )
 
 
-def encapsulated(payload: bytes, sid: str = DECAP_SID, segments_left: int = 0) -> bytes:
+def encapsulated(
+    payload: bytes, sid: str = DECAP_SID, segments_left: int = 0, altmark: bool = False
+) -> bytes:
     inner = IPv6(src=SENDER, dst=REFLECTOR, hlim=61) / UDP(sport=40000, dport=862) / Raw(payload)
     srh = IPv6ExtHdrSegmentRouting(addresses=[sid, "fc00:0:2::e"], segleft=segments_left, nh=41)
-    return bytes(ether() / IPv6(src="fc00:0:1::a", dst=sid, hlim=62) / srh / inner)
+    outer = ether() / IPv6(src="fc00:0:1::a", dst=sid, hlim=62)
+    if altmark:  # RFC 9343 option in a Destination Options header before the SRH, as marked
+        option = HBHOptUnknown(otype=0x12, optlen=4, optdata=b"\x00\x01\x08\x00")
+        outer = outer / IPv6ExtHdrDestOpt(options=[option])
+    return bytes(outer / srh / inner)
 
 
 def run(reflector: KernelReflector, packet: bytes) -> tuple[int, bytes]:
@@ -180,9 +186,10 @@ def test_stateful_replies_count_per_sender_and_session_as_userspace_does(reflect
         reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
 
 
-def test_a_probe_inside_a_decapsulating_sid_is_decapsulated_then_answered(configured):
+@pytest.mark.parametrize("altmark", [False, True], ids=["dscp", "altmark"])
+def test_a_probe_inside_a_decapsulating_sid_is_decapsulated_then_answered(configured, altmark):
     payload = probe()
-    verdict, out = run(configured, encapsulated(payload))
+    verdict, out = run(configured, encapsulated(payload, altmark=altmark))
     assert verdict == TC_ACT_UNSPEC
     assert len(out) == 14 + 40 + 8 + 44  # the outer IPv6 header and the SRH are gone
     reply = Ether(out)

@@ -9,6 +9,7 @@ from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
 from srv6pm.node_manager.domain.model import (
     Behaviour,
     EncapMode,
+    KernelReflection,
     LocalSid,
     Marking,
     MarkingMode,
@@ -19,8 +20,9 @@ from srv6pm.node_manager.domain.model import (
     SrPolicy,
 )
 from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
-from srv6pm.node_manager.service.node import NodeService
+from srv6pm.node_manager.service.node import NodeService, kernel_reflection
 from srv6pm.node_manager.service.results import ResultsService
+from srv6pm.twamp.error_estimate import clock_error_estimate
 
 S = 1_000_000_000
 FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",), 1)
@@ -34,6 +36,7 @@ class MemoryDriver:
     mark: Marking = field(default_factory=Marking)
     counts: dict = field(default_factory=dict)
     calls: int = 0
+    reflection: KernelReflection | None = None
 
     def capabilities(self):
         return Capabilities(
@@ -101,6 +104,13 @@ class MemoryDriver:
 
     def remove_local_address(self, address):
         pass
+
+    def set_kernel_reflector(self, reflection):
+        self.reflection = reflection
+        self.calls += 1
+
+    def kernel_reflector_stats(self):
+        return {}
 
     def in_netns(self, fn):
         return fn()
@@ -173,6 +183,33 @@ def test_a_stamp_socket_that_cannot_be_bound_changes_nothing(node):
     with pytest.raises(FailedPrecondition, match=r"cannot open a STAMP socket on \[2001:db8::77\]"):
         service.apply(elsewhere)
     assert driver.calls == 0 and service.state().reflector == Reflector()
+
+
+def test_an_unauthenticated_reflector_is_handed_to_the_kernel_with_its_decapsulating_sids():
+    state = replace(
+        STATE,
+        local_sids=(
+            LocalSid("fc00:0:1::d6", Behaviour.END_DT6),
+            LocalSid("fc00:0:1::d7", Behaviour.END_DT6, lookup_table=100),  # not into main
+            LocalSid("fc00:0:1::e", Behaviour.END),
+        ),
+        reflector=Reflector(True, "2001:db8::3", 862, stateful=True),
+    )
+    assert kernel_reflection(state, True) == KernelReflection(
+        "2001:db8::3", 862, True, clock_error_estimate(True), ("fc00:0:1::d6",)
+    )
+    authenticated = replace(state, reflector=replace(state.reflector, hmac_key=b"k" * 32))
+    assert kernel_reflection(authenticated, True) is None
+    assert kernel_reflection(replace(state, reflector=Reflector()), True) is None
+
+
+def test_the_kernel_reflector_is_set_when_the_reflector_changes_only(node):
+    service, driver, _ = node
+    service.apply(STATE)
+    assert driver.reflection is None
+    calls = driver.calls
+    service.apply(STATE)
+    assert driver.calls == calls
 
 
 def test_unsupported_behaviour_is_a_precondition_and_changes_nothing(node):

@@ -130,6 +130,7 @@ class NodeManagerServer:
                 self.publisher,
                 self.service.stamp.sender_stats,
                 self.service.stamp.reflector_stats,
+                self.service.kernel_reflector_stats,
             )
         )
         self.servicer = NodeManagerServicer(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -23,11 +23,13 @@ class NodeCollector(Collector):
         publisher: KafkaPublisher | None,
         sender_stats: Callable[[], Any],
         reflector_stats: Callable[[], Any],
+        kernel_reflector_stats: Callable[[], Mapping[str, int]],
     ) -> None:
         self._journal = journal
         self._publisher = publisher
         self._sender_stats = sender_stats
         self._reflector_stats = reflector_stats
+        self._kernel_reflector_stats = kernel_reflector_stats
 
     def collect(self) -> Iterator[Metric]:
         groups: list[tuple[str, Any]] = [
@@ -40,6 +42,9 @@ class NodeCollector(Collector):
         for prefix, stats in groups:
             for name, value in asdict(stats).items():
                 yield CounterMetricFamily(f"{prefix}_{name}", f"{prefix} {name}", value=value)
+        prefix = "srv6pm_stamp_kernel_reflector"
+        for name, value in self._kernel_reflector_stats().items():
+            yield CounterMetricFamily(f"{prefix}_{name}", f"{prefix} {name}", value=value)
         yield GaugeMetricFamily(
             "srv6pm_journal_depth",
             "records in the journal not yet acknowledged by Kafka",

@@ -178,6 +178,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     pb.SenderStats(session=name, **asdict(st)) for name, st in senders.items()
                 ],
                 reflector=pb.ReflectorStats(**asdict(self._service.stamp.reflector_stats())),
+                kernel_reflector=pb.KernelReflectorStats(**self._service.kernel_reflector_stats()),
                 truncated=more_loss or more_delay,
             )
 

@@ -127,6 +127,19 @@ class Reflector:
 
 
 @dataclass(frozen=True)
+class KernelReflection:
+    """What the in-kernel STAMP reflector answers: unauthenticated 44-octet probes to
+    [address]:port, plain or inside one of `decap_sids` (End.DT6). The userspace reflector
+    answers everything else."""
+
+    address: str
+    port: int
+    stateful: bool
+    error_estimate: int  # raw 16 bits, the reflector's own (RFC 8762 section 4.2.1)
+    decap_sids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SenderSession:
     """A STAMP Session-Sender measuring loss per block and delay along a policy."""
 

@@ -7,7 +7,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from ..domain.model import Behaviour, EncapMode, LocalSid, Marking, MonitoredFlow, SrPolicy
+from ..domain.model import (
+    Behaviour,
+    EncapMode,
+    KernelReflection,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    SrPolicy,
+)
 
 T = TypeVar("T")
 
@@ -86,6 +94,14 @@ class DataPlaneDriver(Protocol):
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]: ...
 
     def read_stats(self) -> PacketStats: ...
+
+    def set_kernel_reflector(self, reflection: KernelReflection | None) -> None:
+        """Answer these probes in the kernel (None: none; the userspace reflector does)."""
+        ...
+
+    def kernel_reflector_stats(self) -> Mapping[str, int]:
+        """What the in-kernel reflector did ({} without one)."""
+        ...
 
     def in_netns(self, fn: Callable[[], T]) -> T:
         """Run `fn` where the data plane's sockets live (the router's network namespace)."""

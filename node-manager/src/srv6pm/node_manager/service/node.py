@@ -8,17 +8,27 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from srv6pm.twamp.error_estimate import clock_error_estimate
 from srv6pm.twamp.sender import MAX_GAP_BLOCKS
 
 from ..domain import validation
 from ..domain.blocks import BlockClock, FlowBlock, colour, counter_delta
 from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
-from ..domain.model import ApplyResult, Changes, LocalSid, MonitoredFlow, NodeState, SrPolicy
+from ..domain.model import (
+    ApplyResult,
+    Behaviour,
+    Changes,
+    KernelReflection,
+    LocalSid,
+    MonitoredFlow,
+    NodeState,
+    SrPolicy,
+)
 from ..drivers.base import Capabilities, DataPlaneDriver, FlowCounters, PacketStats
 from .results import ResultsService
 from .snapshots import Count, SnapshotStore
@@ -99,6 +109,9 @@ class NodeService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.stamp = StampService(driver.in_netns, self, results, period_ns, clock_synchronised)
+        self._synced = clock_synchronised
+        # what the in-kernel reflector was last given; a sentinel, so the first apply sets it
+        self._kernel_reflection: KernelReflection | object | None = object()
 
     @property
     def capabilities(self) -> Capabilities:
@@ -106,6 +119,9 @@ class NodeService:
 
     def interfaces(self) -> frozenset[str]:
         return self._driver.interfaces()
+
+    def kernel_reflector_stats(self) -> Mapping[str, int]:
+        return self._driver.kernel_reflector_stats()
 
     def flows(self) -> list[MonitoredFlow]:
         return self._driver.flows()
@@ -194,6 +210,10 @@ class NodeService:
                 )
         self._sync_local_addresses(state)
         self.stamp.commit(stamp)
+        reflection = kernel_reflection(state, self._synced)
+        if reflection != self._kernel_reflection:
+            self._driver.set_kernel_reflector(reflection)
+            self._kernel_reflection = reflection
         self._save_names(state.policies)
 
     @staticmethod
@@ -456,3 +476,27 @@ class NodeService:
 def _iso(unix_ns: int) -> str:
     ms = (unix_ns // 1_000_000) % 1000
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(unix_ns / 1e9)) + f".{ms:03d}Z"
+
+
+MAIN_TABLE = 254
+
+
+def kernel_reflection(state: NodeState, clock_synchronised: bool) -> KernelReflection | None:
+    """What the in-kernel reflector takes over from the userspace one: unauthenticated probes
+    (authenticated ones need the key and the HMAC: userspace), after decapsulation by an End.DT6
+    SID that delivers into table main, where the reflector address is local."""
+    reflector = state.reflector
+    if not reflector.enabled or reflector.hmac_key:
+        return None
+    decap = tuple(
+        s.sid
+        for s in state.local_sids
+        if s.behaviour == Behaviour.END_DT6 and s.lookup_table in (0, MAIN_TABLE)
+    )
+    return KernelReflection(
+        reflector.address,
+        reflector.port,
+        reflector.stateful,
+        clock_error_estimate(clock_synchronised),
+        decap,
+    )

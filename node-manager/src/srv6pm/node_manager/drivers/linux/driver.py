@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
@@ -11,12 +12,16 @@ from typing import Any, TypeVar
 from pyroute2 import IPRoute
 from pyroute2.netns import pushns
 
-from ...domain.model import LocalSid, Marking, MonitoredFlow, SrPolicy
+from ...domain.errors import FailedPrecondition
+from ...domain.model import KernelReflection, LocalSid, Marking, MonitoredFlow, SrPolicy
 from ..base import Capabilities, FlowCounters, PacketStats
 from .hooks import Hooks
+from .kernel_reflector import KernelReflector
 from .maps import MAX_FLOWS
-from .monitor import Monitor
+from .monitor import Monitor, tai_offset_ns
 from .routes import Routes
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -38,6 +43,11 @@ class LinuxDriver:
         self._caps = Capabilities("linux", behaviours, modes, MAX_FLOWS, 64)
         self._monitor = Monitor(bpf_dir, state_dir, Hooks(self._ipr), period_ns, bpf_object)
         self._monitor.sync_hooks()
+        self._reflector: KernelReflector | None = None
+        try:
+            self._reflector = KernelReflector(bpf_dir, hooks=Hooks(self._ipr))
+        except FailedPrecondition as e:  # the userspace reflector answers everything then
+            log.warning("no in-kernel STAMP reflector: %s", e)
 
     def capabilities(self) -> Capabilities:
         return self._caps
@@ -92,6 +102,13 @@ class LinuxDriver:
 
     def read_stats(self) -> PacketStats:
         return self._monitor.read_stats()
+
+    def set_kernel_reflector(self, reflection: KernelReflection | None) -> None:
+        if self._reflector:
+            self._reflector.apply(reflection, self.interfaces(), tai_offset_ns())
+
+    def kernel_reflector_stats(self) -> Mapping[str, int]:
+        return self._reflector.stats() if self._reflector else {}
 
     def in_netns(self, fn: Callable[[], T]) -> T:
         return self._ipr.run(fn)  # type: ignore[no-any-return]

@@ -1,7 +1,9 @@
 """Attach the programs on tc clsact hooks through netlink (pyroute2).
 
-Our filters are told apart by their priority (HOOK_PRIO) and a name that carries the program
-version; filters of other owners on the same hooks are left alone.
+Our filters are told apart by their priority (HOOK_PRIO, REFLECT_PRIO) and a name that carries
+the program version; filters of other owners on the same hooks are left alone. The monitor's
+programs pass packets on (TC_ACT_UNSPEC), so the in-kernel reflector, a priority later on the
+same ingress hook, sees a probe after it was counted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pyroute2.netlink.rtnl import TC_H_CLSACT
 from .bpftool import obj_get
 
 HOOK_PRIO = 0x5336
+REFLECT_PRIO = HOOK_PRIO + 1
 INGRESS_PARENT = 0xFFFFFFF2  # TC_H_CLSACT | TC_H_MIN_INGRESS
 EGRESS_PARENT = 0xFFFFFFF3  # TC_H_CLSACT | TC_H_MIN_EGRESS
 ETH_P_ALL = 0x0003
@@ -28,16 +31,21 @@ MARK = "srv6pm_mark"  # egress of an ingress node: marks and counts
 COUNT = "srv6pm_count"  # ingress of transit and egress nodes: counts
 GUARD = "srv6pm_guard"  # ingress at the domain boundary: neutralises foreign marks
 PROGRAMS = (MARK, COUNT, GUARD)
+REFLECT = "srv6pm_reflect"  # ingress of a reflector node: the in-kernel STAMP reflector
 
 
 @dataclass(frozen=True)
 class Hook:
     ifname: str
-    program: str  # one of PROGRAMS
+    program: str  # one of PROGRAMS, or REFLECT
 
     @property
     def egress(self) -> bool:
         return self.program == MARK
+
+    @property
+    def prio(self) -> int:
+        return REFLECT_PRIO if self.program == REFLECT else HOOK_PRIO
 
     @property
     def parent(self) -> int:
@@ -62,7 +70,7 @@ class Hooks:
         except NetlinkError:
             return None
         for f in filters:
-            if (f["info"] >> 16) == HOOK_PRIO and f.get("kind") == "bpf":
+            if (f["info"] >> 16) == hook.prio and f.get("kind") == "bpf":
                 options: Any = f.get("options")
                 name = options.get("TCA_BPF_NAME") if options else None
                 if name:
@@ -89,7 +97,7 @@ class Hooks:
                 fd=fd,
                 name=name,
                 parent=hook.parent,
-                prio=HOOK_PRIO,
+                prio=hook.prio,
                 protocol=ETH_P_ALL,
                 classid=1,
                 direct_action=True,
@@ -108,7 +116,7 @@ class Hooks:
                 index,
                 handle=1,
                 parent=hook.parent,
-                prio=HOOK_PRIO,
+                prio=hook.prio,
                 protocol=ETH_P_ALL,
             )
         except NetlinkError as e:

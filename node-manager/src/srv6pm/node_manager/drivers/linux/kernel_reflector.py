@@ -16,7 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 from ...domain.errors import FailedPrecondition
+from ...domain.model import KernelReflection
 from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, possible_cpus, read_array
+from .hooks import REFLECT, Hook, Hooks
 
 PROGRAM = "srv6pm_reflect"
 CONFIG = "srv6pm_reflector_config"
@@ -60,12 +62,18 @@ class KernelReflector:
     progs/<version of the object>/ (a new object loads beside the old one)."""
 
     def __init__(
-        self, bpf_dir: Path, bpf_object: Path | None = None, bpftool: Bpftool | None = None
+        self,
+        bpf_dir: Path,
+        bpf_object: Path | None = None,
+        bpftool: Bpftool | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         obj = bpf_object or default_object()
         if not obj.exists():
             raise FailedPrecondition(f"eBPF object {obj} is missing: run `make bpf`")
         version = hashlib.sha256(obj.read_bytes()).hexdigest()[:12]
+        self._name = f"{PROGRAM}_{version}"
+        self._hooks = hooks
         self._maps_dir = bpf_dir / "reflector" / "maps"
         self._progs_dir = bpf_dir / "reflector" / "progs" / version
         self._tool = bpftool or Bpftool()
@@ -89,6 +97,31 @@ class KernelReflector:
         else:
             args += ["pinmaps", str(self._maps_dir)]
         self._tool.run(*args)
+
+    def apply(
+        self, reflection: KernelReflection | None, interfaces: Iterable[str], tai_offset_ns: int
+    ) -> None:
+        """Answer as `reflection` says on the ingress of every interface (None: pass all up)."""
+        assert self._hooks is not None, "apply needs hooks"
+        hooks = [Hook(i, REFLECT) for i in sorted(interfaces) if i != "lo"]
+        if reflection is None:
+            self.configure(KernelReflectorConfig("::", enabled=False))
+            for hook in hooks:
+                self._hooks.detach(hook)
+            return
+        self.configure(
+            KernelReflectorConfig(
+                reflection.address,
+                reflection.port,
+                reflection.error_estimate,
+                reflection.stateful,
+                tai_offset_ns,
+            )
+        )
+        self.set_decap_sids(reflection.decap_sids)
+        for hook in hooks:
+            if self._hooks.attached(hook) != self._name:
+                self._hooks.attach(hook, self.program, self._name)
 
     def configure(self, config: KernelReflectorConfig) -> None:
         value = encode_config(config)
