@@ -568,6 +568,24 @@ class ReflectorProcess:
         return final
 
 
+def source_revision(source: Path) -> dict[str, str]:
+    """HEAD, and the git blobs of ``source`` in the tree and at HEAD: equal when the object
+    measured was built from committed source (or say which commit it was not)."""
+
+    def git(*args: str) -> str:
+        r = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+        )
+        return r.stdout.strip()
+
+    relative = str(source.relative_to(ROOT))
+    return {
+        "head": git("rev-parse", "--short", "HEAD"),
+        "source_blob": git("hash-object", relative),
+        "source_blob_at_head": git("rev-parse", f"HEAD:{relative}"),
+    }
+
+
 class KernelPath:
     """srv6pm_reflect loaded into a bpffs directory of its own and attached to the reflector
     veth's tc ingress. detach() undoes exactly what attach() did, in reverse."""
@@ -648,6 +666,7 @@ class KernelPath:
             "object": str(default_object()),
             # the object in the tree at attach time, which need not be the committed source's
             "object_sha256": hashlib.sha256(default_object().read_bytes()).hexdigest(),
+            **source_revision(ROOT / "node-manager/bpf/reflector.c"),
             "tc_filter": shown.strip(),
             "config": asdict(config),
         }
