@@ -7,10 +7,13 @@ hooks away."""
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import pytest
 from conftest import block_packets, run_sender
 from srv6pm.lab import scenario
-from srv6pm.lab.scenario import FORWARD, H1, H2, REVERSE, SESSION
+from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -49,19 +52,41 @@ def test_base_probes_are_answered_in_the_kernel_along_the_return_path(
     assert (counted[FORWARD], counted[REVERSE]) == (50 + PROBES + 1, 30 + PROBES + 1)
 
 
-def test_our_senders_probes_carry_tlvs_and_go_up_to_userspace(stamp_lab, blocks):
+def loss_of(lab, block: int, blocks) -> pb.LossResult:
+    """r1's loss result of `block`, once its probe came back."""
+    deadline = blocks.start(block + 4)
+    while time.time() < deadline:
+        reply = scenario.stub(lab, "r1").ReadResults(
+            pb.ReadResultsRequest(session=SESSION, since_block=block)
+        )
+        found = [r for r in reply.loss if r.block == block]
+        if found:
+            return found[-1]
+        time.sleep(0.2)
+    raise AssertionError(f"no loss result for block {block}")
+
+
+def test_our_senders_loss_probes_are_answered_in_the_kernel_exactly(stamp_lab, blocks):
+    # Direct Measurement and Return Path TLVs in the kernel: r3's counts of each closed block
+    # are published at the guard, before the sender's probe of the block arrives (mid-block)
     lab = stamp_lab
+    blocks.next()
     before = reflector_stats(lab)
     block = blocks.next()
-    blocks.wait_readable(block + 1)  # the loss probe of `block` went out in block + 1
+    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
+    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
+    lab.send_udp("h1", H2, 100, interval=0.0005)
+    lab.send_udp("h2", H1, 60, interval=0.0005)
+    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
+    lab.clear_drops("r2")
+    assert forward.handle != reverse.handle
+    result = loss_of(lab, block, blocks)
+    assert result.valid, result.reason
+    assert (result.forward.tx, result.forward.rx, result.forward.lost) == (101, 96, 5)
+    assert (result.reverse.tx, result.reverse.rx, result.reverse.lost) == (61, 58, 3)
     after = reflector_stats(lab)
-    answered = after.reflector.reflected - before.reflector.reflected
-    assert answered >= 1
-    assert after.kernel_reflector.passed_length - before.kernel_reflector.passed_length == answered
-    loss = scenario.stub(lab, "r1").ReadResults(
-        pb.ReadResultsRequest(session=SESSION, since_block=block)
-    )
-    assert any(r.block == block and r.valid for r in loss.loss)
+    assert after.kernel_reflector.reflected - before.kernel_reflector.reflected >= 2
+    assert after.reflector.received == before.reflector.received  # none went up
 
 
 R3_PEERS = ("r2", "h2")
@@ -95,3 +120,34 @@ def test_an_authenticated_reflector_takes_the_kernel_out(stamp_lab, blocks):
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))
     assert reflect_hooks(lab) == every
+
+
+def two_way_delays(lab, seconds: float) -> list[float]:
+    """Two-way delays (us) of r1's session's probes over the next `seconds`."""
+    started = time.time_ns()
+    time.sleep(seconds)
+    reply = scenario.stub(lab, "r1").ReadResults(
+        pb.ReadResultsRequest(session=SESSION, since_unix_ns=started)
+    )
+    return [p.two_way_ns / 1e3 for p in reply.probes]
+
+
+def test_delays_through_the_kernel_agree_with_userspace_within_50_us(stamp_lab):
+    lab = stamp_lab
+    key = bytes(range(32))
+    try:
+        scenario.apply_states(lab, scenario.stamp_states(lab, delay_interval_ms=20))
+        before = reflector_stats(lab)
+        kernel = two_way_delays(lab, 3.0)
+        assert reflector_stats(lab).reflector.received == before.reflector.received
+        # authenticated: every probe is answered by the userspace reflector
+        scenario.apply_states(lab, scenario.stamp_states(lab, key, key, delay_interval_ms=20))
+        before = reflector_stats(lab)
+        userspace = two_way_delays(lab, 3.0)
+        assert reflector_stats(lab).reflector.reflected - before.reflector.reflected >= 100
+    finally:
+        scenario.apply_states(lab, scenario.stamp_states(lab))
+    assert len(kernel) >= 100 and len(userspace) >= 100
+    k, u = statistics.median(kernel), statistics.median(userspace)
+    print(f"two-way delay median: kernel {k:.1f} us, userspace {u:.1f} us")
+    assert abs(k - u) < 50

@@ -2,9 +2,14 @@
 /*
  * srv6pm STAMP Session-Reflector in the kernel (RFC 8762 section 4.3), on a tc ingress hook.
  *
- * srv6pm_reflect answers an unauthenticated STAMP test packet (the 44-octet base, no TLVs) to the
- * configured reflector address and port in place: the probe becomes the reply, stateless (the
- * sender's sequence number) or stateful (a counter per sender address and SSID). A probe that
+ * srv6pm_reflect answers an unauthenticated STAMP test packet to the configured reflector address
+ * and port in place: the probe becomes the reply, stateless (the sender's sequence number) or
+ * stateful (a counter per sender address and SSID). The TLVs it knows are processed as the
+ * userspace reflector does (RFC 8972 section 4, RFC 9503): Extra Padding is returned; Direct
+ * Measurement gets this node's counts of the session's forward and reverse flows in the block
+ * of the sender's timestamp (published by the node manager once the block is closed); a Return
+ * Path naming the SID list declared for this sender and session is returned (the node's route
+ * for the sender already takes it). Each comes back with no flag set. A probe that
  * arrives SRv6-encapsulated for one of the node's decapsulating SIDs (End.DT6: segments left 0,
  * an IPv6 packet inside) is decapsulated first, as End.DT6 would. The reply then continues into
  * the kernel's routing: its destination is the sender, whose /128 SR policy (the session's
@@ -12,7 +17,8 @@
  * counted as a packet of the reverse flow like any other.
  *
  * Everything else passes unchanged (TC_ACT_UNSPEC: the next filter, then the stack), to the
- * userspace reflector, which stays the reference: authenticated mode, TLVs, TWAMP-Light lengths,
+ * userspace reflector, which stays the reference: authenticated mode, other or malformed TLVs,
+ * a block whose counts are not published, a Return Path not declared, TWAMP-Light lengths,
  * extension headers inside, and any probe while the reflector is not configured. What it passes
  * up, and why, is counted in srv6pm_reflector_stats.
  *
@@ -42,21 +48,34 @@
 #define NTP_UNIX_OFFSET_S 2208988800ULL
 #define NS_PER_S 1000000000ULL
 #define NEXTHDR_IPV6 41
+#define MAX_TLVS 8
+#define MAX_TLV_BYTES 512
+#define TLV_HLEN 4
+#define TLV_EXTRA_PADDING 1
+#define TLV_DIRECT_MEASUREMENT 5 /* S_TxC, R_RxC, R_TxC */
+#define TLV_RETURN_PATH 10
+#define DM_LEN 12
+#define MAX_RETURN_PATH_LEN (4 + 16 * 16) /* one SRv6 Segment List sub-TLV of 16 SIDs */
+#define NTP_ERA_S (1ULL << 32)
 #define NEXTHDR_ROUTING 43
 
 /* What the program did with a packet for the reflector; keep in sync with maps.py. */
 enum reflector_stat {
 	STAT_REFLECTED,	      /* answered here */
-	STAT_PASSED_LENGTH,   /* not the 44-octet base: TLVs, authenticated, TWAMP-Light */
+	STAT_PASSED_LENGTH,   /* shorter than the base (TWAMP-Light), or TLVs beyond the bound */
 	STAT_PASSED_HEADERS,  /* extension headers around the UDP datagram */
 	STAT_PASSED_DISABLED, /* no reflector configured */
 	STAT_FAILED,	      /* a helper failed: the packet went on unchanged or was dropped */
+	STAT_PASSED_TLV,      /* a TLV it does not process, or malformed */
+	STAT_PASSED_COUNTS,   /* Direct Measurement for a block whose counts are not published */
+	STAT_PASSED_RETURN_PATH, /* a Return Path not declared for this sender and session */
 	STAT_MAX,
 };
 
 struct reflector_config {
 	__u8 address[16];	 /* the reflector address probes are sent to */
 	__u64 tai_offset_ns;	 /* CLOCK_TAI - CLOCK_REALTIME */
+	__u64 period_ns;	 /* the marking period: Direct Measurement's blocks */
 	__u16 port;		 /* network order */
 	__u16 error_estimate;	 /* the reflector's own, network order (RFC 8762 4.2.1) */
 	__u8 enabled;
@@ -89,6 +108,20 @@ struct stamp_reply {
 
 _Static_assert(sizeof(struct stamp_reply) == STAMP_LEN, "RFC 8762 reflector layout");
 
+/* A session's counts at this node of its last two closed blocks (slot = block % 2). */
+struct block_counts {
+	__u64 block[2];
+	__u32 rx[2]; /* the forward flow: the session's probes came in with it */
+	__u32 tx[2]; /* the reverse flow: the replies go out with it */
+};
+
+/* The Return Path TLV value a sender may send for a session: the declared SID list. */
+struct return_path {
+	__u32 len;
+	__u8 value[MAX_RETURN_PATH_LEN];
+};
+
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -110,6 +143,29 @@ struct {
 	__type(key, struct sequence_key);
 	__type(value, __u32);
 } srv6pm_reflector_seq SEC(".maps");
+
+/* By SSID (host order): written by the node manager when a block closes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct block_counts);
+} srv6pm_reflector_blocks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct sequence_key);
+	__type(value, struct return_path);
+} srv6pm_reflector_paths SEC(".maps");
+
+/* A Return Path TLV's value as received, to compare (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct return_path);
+} srv6pm_reflector_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -133,6 +189,15 @@ static __always_inline void ntp(__u64 unix_ns, __be32 *s, __be32 *frac)
 	*s = bpf_htonl((__u32)(unix_ns / NS_PER_S + NTP_UNIX_OFFSET_S));
 	/* rounded to nearest, as the userspace reflector does; below 2^32 for ns < 10^9 */
 	*frac = bpf_htonl((__u32)(((ns << 32) + NS_PER_S / 2) / NS_PER_S));
+}
+
+static __always_inline __u64 unix_ns(__be32 s_be, __be32 frac_be)
+{
+	__u64 s = bpf_ntohl(s_be), frac = bpf_ntohl(frac_be);
+
+	if (!(s & 0x80000000))
+		s += NTP_ERA_S; /* era 1: 2036 .. 2104, as the userspace reflector reads it */
+	return (s - NTP_UNIX_OFFSET_S) * NS_PER_S + ((frac * NS_PER_S + (1ULL << 31)) >> 32);
 }
 
 static __always_inline int same_address(const __u8 *a, const struct in6_addr *b)
@@ -178,21 +243,209 @@ static __always_inline int outer_length(struct __sk_buff *skb, struct ipv6hdr *i
 	return -1;
 }
 
-static __always_inline __u32 reply_seq(const struct reflector_config *cfg, struct ipv6hdr *ip6,
-				       __be16 ssid, __be32 sender_seq)
+static __always_inline __u32 reply_seq(const struct reflector_config *cfg,
+				       struct sequence_key *key, __be32 sender_seq)
 {
-	struct sequence_key key = {.ssid = ssid};
 	__u32 first = 1, *next;
 
 	if (!cfg->stateful)
 		return sender_seq;
-	__builtin_memcpy(key.sender, &ip6->saddr, 16);
-	next = bpf_map_lookup_elem(&srv6pm_reflector_seq, &key);
+	next = bpf_map_lookup_elem(&srv6pm_reflector_seq, key);
 	if (!next) {
-		bpf_map_update_elem(&srv6pm_reflector_seq, &key, &first, BPF_NOEXIST);
+		bpf_map_update_elem(&srv6pm_reflector_seq, key, &first, BPF_NOEXIST);
 		return 0;
 	}
 	return bpf_htonl(__sync_fetch_and_add(next, 1));
+}
+
+/* What a walk over a probe's TLVs needs and finds (bpf_loop callbacks share it). */
+struct tlv_walk {
+	struct __sk_buff *skb;
+	const struct reflector_config *cfg;
+	struct sequence_key key;
+	__u64 sender_ns; /* the sender's timestamp: the Direct Measurement block */
+	__u32 off;	 /* the next TLV, from L3 */
+	__u32 end;
+	__u32 l4;
+	__u32 dm_off; /* R_RxC of the Direct Measurement TLV, from the UDP header; 0: none */
+	__be32 rx;
+	__be32 tx;
+	__s64 csum;
+	int why; /* the statistic of a TLV it does not process; 0: all processed */
+};
+
+static long same_words(__u32 i, void *data)
+{
+	struct {
+		const __u8 *got;
+		const __u8 *declared;
+		__u32 len;
+		int differ;
+	} *cmp = data;
+	__u32 at = i * 4;
+
+	if (at >= cmp->len || at > MAX_RETURN_PATH_LEN - 4)
+		return 1;
+	if (*(__u32 *)(cmp->got + at) != *(__u32 *)(cmp->declared + at)) {
+		cmp->differ = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline int same_return_path(struct tlv_walk *w, __u32 off, __u32 len)
+{
+	struct return_path *declared = bpf_map_lookup_elem(&srv6pm_reflector_paths, &w->key);
+	struct return_path *got;
+	__u32 zero = 0;
+
+	/* the SRv6 Segment List sub-TLV: 4 + 16 n octets */
+	if (!declared || declared->len != len || len < 4 || len > MAX_RETURN_PATH_LEN || len % 4)
+		return 0;
+	got = bpf_map_lookup_elem(&srv6pm_reflector_scratch, &zero);
+	if (!got || bpf_skb_load_bytes(w->skb, off, got->value, len) < 0)
+		return 0;
+	struct {
+		const __u8 *got;
+		const __u8 *declared;
+		__u32 len;
+		int differ;
+	} cmp = {got->value, declared->value, len, 0};
+	bpf_loop(MAX_RETURN_PATH_LEN / 4, same_words, &cmp, 0);
+	return !cmp.differ;
+}
+
+/* One TLV checked, and Direct Measurement's counts found; stops at the end or a refusal. */
+static long check_tlv(__u32 i, void *data)
+{
+	struct tlv_walk *w = data;
+	struct {
+		__u8 flags;
+		__u8 type;
+		__be16 len;
+	} tlv;
+	__u32 len;
+
+	if (w->off >= w->end)
+		return 1;
+	if (w->off + TLV_HLEN > w->end ||
+	    bpf_skb_load_bytes(w->skb, w->off, &tlv, sizeof(tlv)) < 0) {
+		w->why = STAT_PASSED_TLV;
+		return 1;
+	}
+	len = bpf_ntohs(tlv.len);
+	if (w->off + TLV_HLEN + len > w->end) {
+		w->why = STAT_PASSED_TLV; /* malformed: the reference sets M */
+		return 1;
+	}
+	if (tlv.type == TLV_DIRECT_MEASUREMENT) {
+		__u32 ssid = bpf_ntohs(w->key.ssid);
+		struct block_counts *counts;
+		__u64 block;
+		__u32 slot;
+
+		if (len != DM_LEN || !w->cfg->period_ns || w->dm_off) {
+			w->why = STAT_PASSED_TLV;
+			return 1;
+		}
+		block = w->sender_ns / w->cfg->period_ns - 1;
+		slot = block & 1;
+		counts = bpf_map_lookup_elem(&srv6pm_reflector_blocks, &ssid);
+		if (!counts || counts->block[slot] != block) {
+			w->why = STAT_PASSED_COUNTS;
+			return 1;
+		}
+		w->dm_off = w->off + TLV_HLEN + 4 - w->l4;
+		w->rx = bpf_htonl(counts->rx[slot]);
+		w->tx = bpf_htonl(counts->tx[slot]);
+	} else if (tlv.type == TLV_RETURN_PATH) {
+		if (!same_return_path(w, w->off + TLV_HLEN, len)) {
+			w->why = STAT_PASSED_RETURN_PATH;
+			return 1;
+		}
+	} else if (tlv.type != TLV_EXTRA_PADDING) {
+		w->why = STAT_PASSED_TLV;
+		return 1;
+	}
+	w->off += TLV_HLEN + len;
+	return 0;
+}
+
+/*
+ * One 4-octet window of the UDP datagram at `w` (from its header) replaced, the change folded
+ * into `csum`. One's complement sums add 16-bit words, so windows start at even offsets.
+ */
+static __always_inline int rewrite(struct __sk_buff *skb, __u32 l4, __u32 w, __u8 *old,
+				   const __u8 *new, __s64 *csum)
+{
+	*csum = bpf_csum_diff((__be32 *)old, 4, (__be32 *)new, 4, *csum);
+	return *csum < 0 || bpf_skb_store_bytes(skb, l4 + w, new, 4, 0) < 0 ? -1 : 0;
+}
+
+/* The octet at `off` (from the UDP header) set to `value`. */
+static __always_inline int patch_octet(struct __sk_buff *skb, __u32 l4, __u32 off, __u8 value,
+				       __s64 *csum)
+{
+	__u32 w = off & ~1U;
+	__u8 old[4], new[4];
+
+	if (bpf_skb_load_bytes(skb, l4 + w, old, 4) < 0)
+		return -1;
+	__builtin_memcpy(new, old, 4);
+	if (off & 1)
+		new[1] = value;
+	else
+		new[0] = value;
+	return rewrite(skb, l4, w, old, new, csum);
+}
+
+/* The 4 octets at `off` (from the UDP header) set to `value`. */
+static __always_inline int patch_word(struct __sk_buff *skb, __u32 l4, __u32 off, __be32 value,
+				      __s64 *csum)
+{
+	__u8 *v = (__u8 *)&value;
+	__u8 old[8], new[8];
+
+	if (!(off & 1)) {
+		if (bpf_skb_load_bytes(skb, l4 + off, old, 4) < 0)
+			return -1;
+		return rewrite(skb, l4, off, old, v, csum);
+	}
+	/* odd: the windows at off - 1 and off + 3 hold it */
+	if (bpf_skb_load_bytes(skb, l4 + off - 1, old, 8) < 0)
+		return -1;
+	__builtin_memcpy(new, old, 8);
+	new[1] = v[0];
+	new[2] = v[1];
+	new[3] = v[2];
+	new[4] = v[3];
+	if (rewrite(skb, l4, off - 1, old, new, csum) < 0)
+		return -1;
+	return rewrite(skb, l4, off + 3, old + 4, new + 4, csum);
+}
+
+/* One TLV of the reply with its flags cleared: the TLVs it processes come back with none. */
+static long clear_flags(__u32 i, void *data)
+{
+	struct tlv_walk *w = data;
+	struct {
+		__u8 flags;
+		__u8 type;
+		__be16 len;
+	} tlv;
+
+	if (w->off >= w->end)
+		return 1;
+	if (bpf_skb_load_bytes(w->skb, w->off, &tlv, sizeof(tlv)) < 0) {
+		w->why = STAT_FAILED;
+		return 1;
+	}
+	if (tlv.flags && patch_octet(w->skb, w->l4, w->off - w->l4, 0, &w->csum) < 0) {
+		w->why = STAT_FAILED;
+		return 1;
+	}
+	w->off += TLV_HLEN + bpf_ntohs(tlv.len);
+	return 0;
 }
 
 SEC("tc")
@@ -201,13 +454,13 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	__u64 received = bpf_ktime_get_tai_ns();
 	const struct reflector_config *cfg;
 	struct stamp_reply reply = {};
+	struct tlv_walk w = {};
 	__u8 probe[STAMP_LEN];
 	struct ipv6hdr ip6;
 	struct udphdr udp;
-	__u32 zero = 0;
+	__u32 zero = 0, l4, udp_len;
 	__s64 csum;
 	int outer;
-	__u64 now;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
 		return TC_ACT_UNSPEC;
@@ -225,29 +478,45 @@ int srv6pm_reflect(struct __sk_buff *skb)
 		count(STAT_PASSED_HEADERS);
 		return TC_ACT_UNSPEC;
 	}
-	if (bpf_skb_load_bytes(skb, L3_OFF + outer + IPV6_HLEN, &udp, sizeof(udp)) < 0 ||
-	    udp.dest != cfg->port)
+	l4 = L3_OFF + outer + IPV6_HLEN;
+	if (bpf_skb_load_bytes(skb, l4, &udp, sizeof(udp)) < 0 || udp.dest != cfg->port)
 		return TC_ACT_UNSPEC;
 	if (!cfg->enabled) {
 		count(STAT_PASSED_DISABLED);
 		return TC_ACT_UNSPEC;
 	}
-	if (bpf_ntohs(udp.len) != sizeof(udp) + STAMP_LEN ||
-	    bpf_ntohs(ip6.payload_len) != sizeof(udp) + STAMP_LEN) {
+	udp_len = bpf_ntohs(udp.len);
+	if (udp_len < sizeof(udp) + STAMP_LEN || udp_len > sizeof(udp) + STAMP_LEN + MAX_TLV_BYTES ||
+	    bpf_ntohs(ip6.payload_len) != udp_len) {
 		count(STAT_PASSED_LENGTH);
 		return TC_ACT_UNSPEC;
 	}
-	if (bpf_skb_load_bytes(skb, L3_OFF + outer + IPV6_HLEN + sizeof(udp), probe, STAMP_LEN) < 0)
+	if (bpf_skb_load_bytes(skb, l4 + sizeof(udp), probe, STAMP_LEN) < 0)
 		return TC_ACT_UNSPEC;
+	w.skb = skb;
+	w.cfg = cfg;
+	__builtin_memcpy(w.key.sender, &ip6.saddr, 16);
+	__builtin_memcpy(&w.key.ssid, probe + 14, 2);
+	w.sender_ns = unix_ns(*(__be32 *)(probe + 4), *(__be32 *)(probe + 8));
+	w.off = l4 + sizeof(udp) + STAMP_LEN;
+	w.end = l4 + udp_len;
+	w.l4 = l4;
+	bpf_loop(MAX_TLVS, check_tlv, &w, 0);
+	if (!w.why && w.off < w.end)
+		w.why = STAT_PASSED_TLV; /* more TLVs than it walks */
+	if (w.why) {
+		count(w.why);
+		return TC_ACT_UNSPEC;
+	}
 
 	/* The reply, from the probe's fields (RFC 8762 4.3.1); octets 16-43 of a probe are MBZ. */
 	__builtin_memcpy(&reply.sender_seq, probe, 4);
 	__builtin_memcpy(&reply.sender_timestamp_s, probe + 4, 8);
 	__builtin_memcpy(&reply.sender_error_estimate, probe + 12, 2);
-	__builtin_memcpy(&reply.ssid, probe + 14, 2);
+	reply.ssid = w.key.ssid;
 	reply.sender_ttl = ip6.hop_limit;
 	reply.error_estimate = cfg->error_estimate;
-	reply.seq = reply_seq(cfg, &ip6, reply.ssid, reply.sender_seq);
+	reply.seq = reply_seq(cfg, &w.key, reply.sender_seq);
 	ntp(received - cfg->tai_offset_ns, &reply.receive_s, &reply.receive_frac);
 
 	/* From here on the packet changes: a failure drops it rather than pass a half-made one. */
@@ -255,6 +524,7 @@ int srv6pm_reflect(struct __sk_buff *skb)
 		count(STAT_FAILED);
 		return TC_ACT_UNSPEC; /* nothing changed yet */
 	}
+	l4 = L3_OFF + IPV6_HLEN;
 	{
 		struct in6_addr sender = ip6.saddr;
 		__be16 sender_port = udp.source;
@@ -267,18 +537,25 @@ int srv6pm_reflect(struct __sk_buff *skb)
 					0) < 0 ||
 		    bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, hop_limit), &hop_limit,
 					1, 0) < 0 ||
-		    bpf_skb_store_bytes(skb, L3_OFF + IPV6_HLEN + offsetof(struct udphdr, source),
-					&udp.dest, 2, 0) < 0 ||
-		    bpf_skb_store_bytes(skb, L3_OFF + IPV6_HLEN + offsetof(struct udphdr, dest),
-					&sender_port, 2, 0) < 0)
+		    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, source), &udp.dest, 2, 0) <
+			    0 ||
+		    bpf_skb_store_bytes(skb, l4 + offsetof(struct udphdr, dest), &sender_port, 2, 0) <
+			    0)
 			goto failed;
 	}
-	now = bpf_ktime_get_tai_ns();
-	ntp(now - cfg->tai_offset_ns, &reply.timestamp_s, &reply.timestamp_frac);
-	csum = bpf_csum_diff((__be32 *)probe, STAMP_LEN, (__be32 *)&reply, STAMP_LEN, 0);
-	if (csum < 0 ||
-	    bpf_skb_store_bytes(skb, L3_OFF + IPV6_HLEN + sizeof(udp), &reply, STAMP_LEN, 0) < 0 ||
-	    bpf_l4_csum_replace(skb, L3_OFF + IPV6_HLEN + offsetof(struct udphdr, check), 0, csum,
+	/* The TLVs: each returned with no flag set, Direct Measurement with this node's counts. */
+	w.l4 = l4;
+	w.off = l4 + sizeof(udp) + STAMP_LEN;
+	w.end = l4 + udp_len;
+	bpf_loop(MAX_TLVS, clear_flags, &w, 0);
+	csum = w.csum;
+	if (w.why || (w.dm_off && (patch_word(skb, l4, w.dm_off, w.rx, &csum) < 0 ||
+				   patch_word(skb, l4, w.dm_off + 4, w.tx, &csum) < 0)))
+		goto failed;
+	ntp(bpf_ktime_get_tai_ns() - cfg->tai_offset_ns, &reply.timestamp_s, &reply.timestamp_frac);
+	csum = bpf_csum_diff((__be32 *)probe, STAMP_LEN, (__be32 *)&reply, STAMP_LEN, csum);
+	if (csum < 0 || bpf_skb_store_bytes(skb, l4 + sizeof(udp), &reply, STAMP_LEN, 0) < 0 ||
+	    bpf_l4_csum_replace(skb, l4 + offsetof(struct udphdr, check), 0, csum,
 				BPF_F_MARK_MANGLED_0) < 0)
 		goto failed;
 	count(STAT_REFLECTED);

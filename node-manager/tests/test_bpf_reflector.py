@@ -26,7 +26,14 @@ from srv6pm.node_manager.drivers.linux.monitor import tai_offset_ns
 from srv6pm.twamp import codec
 from srv6pm.twamp.reflector import ReflectedFlows, Reflector, ReflectorConfig
 from srv6pm.twamp.timestamps import ntp_from_unix_ns, unix_ns_from_ntp
-from srv6pm.twamp.tlv import ClassOfService
+from srv6pm.twamp.tlv import (
+    FLAG_U,
+    ClassOfService,
+    DirectMeasurement,
+    ExtraPadding,
+    ReturnPath,
+    encode_tlv,
+)
 from srv6pm.twamp.transport import Datagram
 
 pytestmark = pytest.mark.root
@@ -40,6 +47,8 @@ OTHER_SID = "fc00:0:3::e"
 EE = 0x8001  # S bit, 1 ms: the reflector's own Error Estimate
 SENDER_EE = 0x8002
 SSID = 7
+PERIOD_NS = 2_000_000_000
+RETURN_SIDS = ("fc00:0:2::e", "fc00:0:1::d6")
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +71,18 @@ def reflector(bpffs: Path) -> KernelReflector:
 @pytest.fixture
 def configured(reflector: KernelReflector) -> Iterator[KernelReflector]:
     reflector.configure(
-        KernelReflectorConfig(REFLECTOR, error_estimate=EE, tai_offset_ns=tai_offset_ns())
+        KernelReflectorConfig(
+            REFLECTOR, error_estimate=EE, tai_offset_ns=tai_offset_ns(), period_ns=PERIOD_NS
+        )
     )
     reflector.set_decap_sids([DECAP_SID])
+    reflector.set_return_paths({(SENDER, SSID): return_path_value(RETURN_SIDS)})
     yield reflector
     reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
+
+
+def return_path_value(segments: tuple[str, ...]) -> bytes:
+    return encode_tlv(ReturnPath(segments=segments))[4:]
 
 
 def probe(seq: int = 41, ssid: int = SSID, tlvs: tuple = (), key: bytes | None = None) -> bytes:
@@ -115,7 +131,23 @@ def run(reflector: KernelReflector, packet: bytes) -> tuple[int, bytes]:
     return verdict, out
 
 
-def userspace_reply(payload: bytes, stateful: bool = False, times: int = 1) -> bytes:
+class TableCounters:
+    """Block counts the userspace reflector reads: block -> (forward, reverse)."""
+
+    def __init__(self, blocks: dict[int, tuple[int, int]]) -> None:
+        self.blocks = blocks
+
+    def block_packets(self, flow: str, block: int) -> int | None:
+        found = self.blocks.get(block)
+        return None if found is None else found[0 if flow == "f" else 1]
+
+
+def userspace_reply(
+    payload: bytes,
+    stateful: bool = False,
+    times: int = 1,
+    blocks: dict[int, tuple[int, int]] | None = None,
+) -> bytes:
     """The userspace reflector's answer to the same probe (the last of `times`)."""
     sent: list[bytes] = []
 
@@ -123,14 +155,11 @@ def userspace_reply(payload: bytes, stateful: bool = False, times: int = 1) -> b
         sent.append(data)
         return True
 
-    class NoCounters:
-        def block_packets(self, flow: str, block: int) -> int | None:
-            return None
-
+    flows = ReflectedFlows("f", "r", frozenset({(SENDER, RETURN_SIDS)}))
     config = ReflectorConfig(
-        stateful=stateful, error_estimate=EE, sessions={SSID: ReflectedFlows("f", "r")}
+        stateful=stateful, error_estimate=EE, period_ns=PERIOD_NS, sessions={SSID: flows}
     )
-    engine = Reflector(config, NoCounters(), send)
+    engine = Reflector(config, TableCounters(blocks or {}), send)
     for _ in range(times):
         engine.handle(Datagram(payload, (SENDER, 40000), time.time_ns(), 61, 0))
     return sent[-1]
@@ -182,6 +211,10 @@ def test_stateful_replies_count_per_sender_and_session_as_userspace_does(reflect
         )
         other = Ether(run(reflector, plain(probe(seq=1000, ssid=92)))[1])[UDP].payload
         assert codec.decode_reflector(bytes(other)).seq == 0
+        # the userspace reflector answers from the same counters: one sequence for the sender
+        assert reflector.next_sequence(SENDER, 91) == 3
+        again = Ether(run(reflector, plain(payload))[1])[UDP].payload
+        assert codec.decode_reflector(bytes(again)).seq == 4
     finally:
         reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
 
@@ -211,9 +244,9 @@ def passed_unchanged(reflector: KernelReflector, packet: bytes) -> dict[str, int
 
 def test_what_the_kernel_does_not_answer_goes_up_unchanged_and_is_counted(configured):
     tlv = probe(tlvs=(ClassOfService(dscp1=46, dscp2=0, ecn=0, rp=0),))
-    assert passed_unchanged(configured, plain(tlv)) == {"passed_length": 1}
-    authenticated = probe(key=b"k" * 32)
-    assert passed_unchanged(configured, plain(authenticated)) == {"passed_length": 1}
+    assert passed_unchanged(configured, plain(tlv)) == {"passed_tlv": 1}
+    authenticated = probe(key=b"k" * 32)  # 112 octets of base: its MBZ read as a bad TLV
+    assert passed_unchanged(configured, plain(authenticated)) == {"passed_tlv": 1}
     twamp_light = probe()[:41]
     assert passed_unchanged(configured, plain(twamp_light)) == {"passed_length": 1}
 
@@ -238,3 +271,47 @@ def test_a_udp_length_that_disagrees_with_the_packet_is_passed_up(configured):
 def test_a_disabled_reflector_passes_every_probe_up(reflector):
     reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
     assert passed_unchanged(reflector, plain(probe())) == {"passed_disabled": 1}
+
+
+def current_block() -> int:
+    return time.time_ns() // PERIOD_NS
+
+
+@pytest.mark.parametrize("padding", [0, 3], ids=["aligned", "odd-offsets"])
+def test_our_senders_loss_probe_is_answered_in_the_kernel_as_in_userspace(configured, padding):
+    block = current_block() - 1  # the probe's timestamp is in block + 1
+    configured.publish_block(block, {SSID: (1234, 567)})
+    tlvs = (ExtraPadding(padding, flags=FLAG_U),) if padding else ()
+    tlvs += (
+        DirectMeasurement(s_txc=1300, flags=FLAG_U),
+        ReturnPath(segments=RETURN_SIDS, flags=FLAG_U),
+    )
+    payload = probe(tlvs=tlvs)
+    before = configured.stats()
+    verdict, out = run(configured, encapsulated(payload, altmark=True))
+    assert verdict == TC_ACT_UNSPEC and configured.stats()["reflected"] == before["reflected"] + 1
+    assert checksum_ok(out)
+    data = bytes(Ether(out)[UDP].payload)
+    expected = userspace_reply(payload, blocks={block: (1234, 567)})
+    assert without_timestamps(data) == without_timestamps(expected)
+    dm = next(t for t in codec.decode_reflector(data).tlvs if isinstance(t, DirectMeasurement))
+    assert (dm.s_txc, dm.r_rxc, dm.r_txc, dm.flags) == (1300, 1234, 567, 0)
+
+
+def test_a_block_not_published_or_a_path_not_declared_goes_up(configured):
+    block = current_block() - 1
+    configured.publish_block(block - 2, {SSID: (1, 2)})  # same slot, older block
+    dm = probe(tlvs=(DirectMeasurement(s_txc=1, flags=FLAG_U),))
+    assert passed_unchanged(configured, plain(dm)) == {"passed_counts": 1}
+    other_ssid = probe(ssid=SSID + 1, tlvs=(DirectMeasurement(s_txc=1, flags=FLAG_U),))
+    assert passed_unchanged(configured, plain(other_ssid)) == {"passed_counts": 1}
+    elsewhere = probe(tlvs=(ReturnPath(segments=("fc00:0:9::e",), flags=FLAG_U),))
+    assert passed_unchanged(configured, plain(elsewhere)) == {"passed_return_path": 1}
+    longer = probe(tlvs=(ReturnPath(segments=(*RETURN_SIDS, "fc00:0:9::e"), flags=FLAG_U),))
+    assert passed_unchanged(configured, plain(longer)) == {"passed_return_path": 1}
+
+
+def test_a_tlv_longer_than_the_packet_goes_up_as_malformed(configured):
+    payload = bytearray(probe(tlvs=(ExtraPadding(8),)))
+    payload[44 + 2 : 44 + 4] = (9).to_bytes(2, "big")  # one octet more than there is
+    assert passed_unchanged(configured, plain(bytes(payload))) == {"passed_tlv": 1}

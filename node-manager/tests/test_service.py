@@ -16,6 +16,8 @@ from srv6pm.node_manager.domain.model import (
     MonitoredFlow,
     NodeState,
     Reflector,
+    ReflectorSession,
+    ReturnPath,
     Role,
     SrPolicy,
 )
@@ -37,6 +39,7 @@ class MemoryDriver:
     counts: dict = field(default_factory=dict)
     calls: int = 0
     reflection: KernelReflection | None = None
+    published: list = field(default_factory=list)
 
     def capabilities(self):
         return Capabilities(
@@ -108,6 +111,12 @@ class MemoryDriver:
     def set_kernel_reflector(self, reflection):
         self.reflection = reflection
         self.calls += 1
+
+    def publish_reflector_block(self, block, counts):
+        self.published.append((block, dict(counts)))
+
+    def next_reflector_sequence(self, sender, ssid):
+        return None
 
     def kernel_reflector_stats(self):
         return {}
@@ -193,14 +202,31 @@ def test_an_unauthenticated_reflector_is_handed_to_the_kernel_with_its_decapsula
             LocalSid("fc00:0:1::d7", Behaviour.END_DT6, lookup_table=100),  # not into main
             LocalSid("fc00:0:1::e", Behaviour.END),
         ),
-        reflector=Reflector(True, "2001:db8::3", 862, stateful=True),
+        reflector=Reflector(
+            True,
+            "2001:db8::3",
+            862,
+            stateful=True,
+            sessions=(
+                ReflectorSession(
+                    7, "fwd", "rev", (ReturnPath("2001:db8::1", ("fc00:0:2::e", "fc00:0:1::d6")),)
+                ),
+            ),
+        ),
     )
-    assert kernel_reflection(state, True) == KernelReflection(
-        "2001:db8::3", 862, True, clock_error_estimate(True), ("fc00:0:1::d6",)
+    assert kernel_reflection(state, True, 2 * S) == KernelReflection(
+        "2001:db8::3",
+        862,
+        True,
+        clock_error_estimate(True),
+        ("fc00:0:1::d6",),
+        2 * S,
+        ((7, "fwd", "rev"),),
+        (("2001:db8::1", 7, ("fc00:0:2::e", "fc00:0:1::d6")),),
     )
     authenticated = replace(state, reflector=replace(state.reflector, hmac_key=b"k" * 32))
-    assert kernel_reflection(authenticated, True) is None
-    assert kernel_reflection(replace(state, reflector=Reflector()), True) is None
+    assert kernel_reflection(authenticated, True, 2 * S) is None
+    assert kernel_reflection(replace(state, reflector=Reflector()), True, 2 * S) is None
 
 
 def test_the_kernel_reflector_is_set_when_the_reflector_changes_only(node):

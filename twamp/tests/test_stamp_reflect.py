@@ -286,3 +286,19 @@ def test_the_stateful_sequence_table_is_bounded_and_says_when_it_forgets() -> No
     assert seq("2001:db8::3") == 0  # the table is full: ::2, least recently heard, goes
     assert reflector.stats.sequences_evicted == 1
     assert seq("2001:db8::2") == 0  # starts again
+
+
+def test_stateful_counters_kept_elsewhere_are_used_when_they_answer() -> None:
+    shared = {("2001:db8::1", 1): 57}
+
+    def sequences(source: str, ssid: int) -> int | None:
+        if (source, ssid) not in shared:
+            return None  # not kept there: counted here
+        shared[source, ssid] += 1
+        return shared[source, ssid] - 1
+
+    reflector, sent = make_reflector(stateful=True, sequences=sequences)
+    probe(reflector, ssid=1, source="2001:db8::1")
+    probe(reflector, ssid=1, source="2001:db8::1")
+    probe(reflector, ssid=1, source="2001:db8::2")
+    assert [s.reply.seq for s in sent] == [57, 58, 0]

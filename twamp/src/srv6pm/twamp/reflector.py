@@ -103,6 +103,9 @@ class ReflectorConfig:
     period_ns: int = 10_000_000_000
     sessions: dict[int, ReflectedFlows] = field(default_factory=dict)  # by SSID
     max_sequences: int = 65536  # stateful: (sender, SSID) sequence counters kept at most
+    # stateful counters kept elsewhere (an in-kernel reflector's, shared with it): the next
+    # sequence number of (sender, SSID), or None to count here
+    sequences: Callable[[str, int], int | None] | None = None
     port: int = 862  # where it listens (Location TLV)
     allowed_dscp: frozenset[int] | None = None  # DSCP1 values replies may take; None: any
 
@@ -170,6 +173,9 @@ class Reflector:
             self.stats.reflected += 1
 
     def _next_seq(self, source: str, probe: codec.SenderPacket) -> int:
+        shared = self.config.sequences(source, probe.ssid) if self.config.sequences else None
+        if shared is not None:
+            return shared
         key = (source, probe.ssid)
         seq = self._sequences.pop(key, 0)
         self._sequences[key] = (seq + 1) & MASK32

@@ -137,6 +137,11 @@ class KernelReflection:
     stateful: bool
     error_estimate: int  # raw 16 bits, the reflector's own (RFC 8762 section 4.2.1)
     decap_sids: tuple[str, ...] = ()
+    period_ns: int = 0  # Direct Measurement's blocks (0: left to userspace)
+    # SSID -> (forward, reverse) flows whose closed blocks' counts it is given
+    sessions: tuple[tuple[int, str, str], ...] = ()
+    # (sender address, SSID, SID list): the Return Path TLVs it may honour (declared ones)
+    return_paths: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

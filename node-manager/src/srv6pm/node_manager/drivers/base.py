@@ -99,6 +99,16 @@ class DataPlaneDriver(Protocol):
         """Answer these probes in the kernel (None: none; the userspace reflector does)."""
         ...
 
+    def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
+        """Give the in-kernel reflector sessions' counts of a closed block: SSID -> (forward,
+        reverse)."""
+        ...
+
+    def next_reflector_sequence(self, sender: str, ssid: int) -> int | None:
+        """The in-kernel reflector's next stateful sequence number of (sender, SSID), which the
+        userspace reflector shares; None without one."""
+        ...
+
     def kernel_reflector_stats(self) -> Mapping[str, int]:
         """What the in-kernel reflector did ({} without one)."""
         ...

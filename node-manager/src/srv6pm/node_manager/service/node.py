@@ -108,10 +108,18 @@ class NodeService:
         self._flow_resume: dict[str, int] | None = None  # next block to journal, per flow
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.stamp = StampService(driver.in_netns, self, results, period_ns, clock_synchronised)
+        self.stamp = StampService(
+            driver.in_netns,
+            self,
+            results,
+            period_ns,
+            clock_synchronised,
+            driver.next_reflector_sequence,
+        )
         self._synced = clock_synchronised
         # what the in-kernel reflector was last given; a sentinel, so the first apply sets it
         self._kernel_reflection: KernelReflection | object | None = object()
+        self._reflector_block = -1  # the last block whose counts it was given
 
     @property
     def capabilities(self) -> Capabilities:
@@ -210,7 +218,7 @@ class NodeService:
                 )
         self._sync_local_addresses(state)
         self.stamp.commit(stamp)
-        reflection = kernel_reflection(state, self._synced)
+        reflection = kernel_reflection(state, self._synced, self.blocks.period_ns)
         if reflection != self._kernel_reflection:
             self._driver.set_kernel_reflector(reflection)
             self._kernel_reflection = reflection
@@ -457,9 +465,39 @@ class NodeService:
                 with self._read_lock:
                     due = self._snapshot_if_due(self._clock())  # the time of the read
                 self._publish(due)
+                self._publish_reflector_counts()
             except Exception:
                 log.exception("block snapshot failed")
-            self._stop.wait(max(0.0, (self._next_read() - self._clock()) / 1e9))
+            wake = min(self._next_read(), self._next_reflector_counts())
+            self._stop.wait(max(0.0, (wake - self._clock()) / 1e9))
+
+    def _next_reflector_counts(self) -> int:
+        """When the last closed block's counts are due to the in-kernel reflector: as soon as
+        they are stable (the guard), before the senders' loss probes (mid-block) arrive."""
+        current = self.blocks.block(self._clock())
+        if self._reflector_block < current - 1:
+            return self.blocks.readable_from(current - 1, self.guard_ns)
+        return self.blocks.readable_from(current, self.guard_ns)
+
+    def _publish_reflector_counts(self) -> None:
+        """The in-kernel reflector's Direct Measurement counts: the sessions' flows in the last
+        closed block, once stable (a session whose counts are not readable is left to
+        userspace, which answers when the kernel cannot)."""
+        now = self._clock()
+        block = self.blocks.block(now) - 1
+        if block <= self._reflector_block or now < self.blocks.readable_from(block, self.guard_ns):
+            return
+        self._reflector_block = block
+        reflection = self._kernel_reflection
+        if not isinstance(reflection, KernelReflection) or not reflection.sessions:
+            return
+        counts = {}
+        for ssid, forward, reverse in reflection.sessions:
+            rx, tx = self.block_packets(forward, block), self.block_packets(reverse, block)
+            if rx is not None and tx is not None:
+                counts[ssid] = (rx, tx)
+        if counts:
+            self._driver.publish_reflector_block(block, counts)
 
     def _next_read(self) -> int:
         """This block's read point while its snapshot is still to take (a thread that woke
@@ -481,7 +519,9 @@ def _iso(unix_ns: int) -> str:
 MAIN_TABLE = 254
 
 
-def kernel_reflection(state: NodeState, clock_synchronised: bool) -> KernelReflection | None:
+def kernel_reflection(
+    state: NodeState, clock_synchronised: bool, period_ns: int
+) -> KernelReflection | None:
     """What the in-kernel reflector takes over from the userspace one: unauthenticated probes
     (authenticated ones need the key and the HMAC: userspace), after decapsulation by an End.DT6
     SID that delivers into table main, where the reflector address is local."""
@@ -499,4 +539,11 @@ def kernel_reflection(state: NodeState, clock_synchronised: bool) -> KernelRefle
         reflector.stateful,
         clock_error_estimate(clock_synchronised),
         decap,
+        period_ns,
+        tuple((s.ssid, s.forward_flow, s.reverse_flow) for s in reflector.sessions),
+        tuple(
+            (r.sender_address, s.ssid, r.segments)
+            for s in reflector.sessions
+            for r in s.return_paths
+        ),
     )

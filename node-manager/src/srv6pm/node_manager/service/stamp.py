@@ -64,8 +64,10 @@ class StampService:
         results: ResultsService,
         period_ns: int,
         clock_synchronised: bool,
+        sequences: Callable[[str, int], int | None] | None = None,
     ) -> None:
         self._in_netns = in_netns
+        self._sequences = sequences  # the in-kernel reflector's stateful counters
         self._counters = counters
         self._results = results
         self._period_ns = period_ns
@@ -196,6 +198,8 @@ class StampService:
             period_ns=self._period_ns,
             port=spec.port,
             allowed_dscp=frozenset(spec.allowed_dscp) or None,
+            # shared with the in-kernel reflector, which answers unauthenticated probes only
+            sequences=None if spec.hmac_key else self._sequences,
             sessions={
                 s.ssid: ReflectedFlows(
                     s.forward_flow,

@@ -30,6 +30,7 @@ from typing import Any
 from ...domain.errors import FailedPrecondition
 
 BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_UPDATE_ELEM = 2
 BPF_MAP_GET_NEXT_KEY = 4
 BPF_OBJ_GET = 7
 BPF_PROG_TEST_RUN = 10
@@ -151,6 +152,22 @@ def lookup(path: Path, key: bytes, value_size: int) -> bytes | None:
     fd = obj_get(path)
     try:
         return _lookup(fd, key, value_size)
+    finally:
+        os.close(fd)
+
+
+def update(path: Path, key: bytes, value: bytes) -> None:
+    """Set `key` to `value` in the (not per-CPU) map pinned at `path`."""
+    fd = obj_get(path)
+    try:
+        key_buf = ctypes.create_string_buffer(key, len(key))
+        value_buf = ctypes.create_string_buffer(value, len(value))
+        attr = _ElemAttr(
+            map_fd=fd, key=ctypes.addressof(key_buf), value=ctypes.addressof(value_buf)
+        )
+        ret = bpf_syscall(BPF_MAP_UPDATE_ELEM, attr)
+        if ret < 0:
+            raise BpftoolError(f"cannot update {path}: {os.strerror(-ret)}")
     finally:
         os.close(fd)
 

@@ -107,6 +107,13 @@ class LinuxDriver:
         if self._reflector:
             self._reflector.apply(reflection, self.interfaces(), tai_offset_ns())
 
+    def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
+        if self._reflector:
+            self._reflector.publish_block(block, counts)
+
+    def next_reflector_sequence(self, sender: str, ssid: int) -> int | None:
+        return self._reflector.next_sequence(sender, ssid) if self._reflector else None
+
     def kernel_reflector_stats(self) -> Mapping[str, int]:
         return self._reflector.stats() if self._reflector else {}
 

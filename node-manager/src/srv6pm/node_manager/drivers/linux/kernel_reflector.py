@@ -10,14 +10,25 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from srv6pm.twamp.tlv import ReturnPath, encode_tlv
+
 from ...domain.errors import FailedPrecondition
 from ...domain.model import KernelReflection
-from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, possible_cpus, read_array
+from .bpftool import (
+    Bpftool,
+    ensure_bpffs,
+    entries,
+    hexbytes,
+    lookup,
+    possible_cpus,
+    read_array,
+    update,
+)
 from .hooks import REFLECT, Hook, Hooks
 
 PROGRAM = "srv6pm_reflect"
@@ -25,11 +36,29 @@ CONFIG = "srv6pm_reflector_config"
 DECAP = "srv6pm_reflector_decap"
 SEQUENCES = "srv6pm_reflector_seq"
 STATS = "srv6pm_reflector_stats"
-# struct reflector_config: address, tai_offset_ns, port and error estimate (network order),
-# enabled, stateful, padding
-CONFIG_VALUE = struct.Struct("<16sQ2s2sBB2x")
+BLOCKS = "srv6pm_reflector_blocks"
+PATHS = "srv6pm_reflector_paths"
+# struct reflector_config: address, tai_offset_ns, period_ns, port and error estimate (network
+# order), enabled, stateful, padding
+CONFIG_VALUE = struct.Struct("<16sQQ2s2sBB2x")
+# struct block_counts: the blocks of slots 0 and 1, their forward and reverse counts
+BLOCK_COUNTS = struct.Struct("<QQIIII")
+# struct sequence_key (the paths' key too): sender address, SSID (network order), padding
+SESSION_KEY = struct.Struct("<16s2s2x")
+MAX_RETURN_PATH_LEN = 4 + 16 * 16
+TLV_HLEN = 4
+RETURN_PATH = struct.Struct(f"<I{MAX_RETURN_PATH_LEN}s")
 # enum reflector_stat, in order
-STAT_NAMES = ("reflected", "passed_length", "passed_headers", "passed_disabled", "failed")
+STAT_NAMES = (
+    "reflected",
+    "passed_length",
+    "passed_headers",
+    "passed_disabled",
+    "failed",
+    "passed_tlv",
+    "passed_counts",
+    "passed_return_path",
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +68,7 @@ class KernelReflectorConfig:
     error_estimate: int = 0  # raw 16 bits (RFC 8762 section 4.2.1)
     stateful: bool = False
     tai_offset_ns: int = 0  # CLOCK_TAI - CLOCK_REALTIME
+    period_ns: int = 0  # the marking period (0: no Direct Measurement in the kernel)
     enabled: bool = True
 
 
@@ -50,6 +80,7 @@ def encode_config(config: KernelReflectorConfig) -> bytes:
     return CONFIG_VALUE.pack(
         ipaddress.IPv6Address(config.address).packed,
         config.tai_offset_ns,
+        config.period_ns,
         config.port.to_bytes(2, "big"),
         config.error_estimate.to_bytes(2, "big"),
         int(config.enabled),
@@ -89,7 +120,7 @@ class KernelReflector:
     def _load(self, obj: Path) -> None:
         self._maps_dir.mkdir(parents=True, exist_ok=True)
         self._progs_dir.parent.mkdir(parents=True, exist_ok=True)
-        maps = (CONFIG, DECAP, SEQUENCES, STATS)
+        maps = (CONFIG, DECAP, SEQUENCES, STATS, BLOCKS, PATHS)
         args = ["prog", "loadall", str(obj), str(self._progs_dir), "type", "classifier"]
         if all((self._maps_dir / m).exists() for m in maps):
             for m in maps:  # a restart reuses the sequence counters and statistics
@@ -116,9 +147,16 @@ class KernelReflector:
                 reflection.error_estimate,
                 reflection.stateful,
                 tai_offset_ns,
+                reflection.period_ns,
             )
         )
         self.set_decap_sids(reflection.decap_sids)
+        self.set_return_paths(
+            {
+                (sender, ssid): encode_tlv(ReturnPath(segments=segments))[TLV_HLEN:]
+                for sender, ssid, segments in reflection.return_paths
+            }
+        )
         for hook in hooks:
             if self._hooks.attached(hook) != self._name:
                 self._hooks.attach(hook, self.program, self._name)
@@ -137,6 +175,47 @@ class KernelReflector:
         ]
         commands += [self._update(DECAP, k, b"\x01") for k in wanted - held]
         self._tool.batch(commands)
+
+    def set_return_paths(self, paths: Mapping[tuple[str, int], bytes]) -> None:
+        """The Return Path TLV value each (sender address, SSID) may send: the declared path."""
+        wanted = {
+            SESSION_KEY.pack(ipaddress.IPv6Address(sender).packed, ssid.to_bytes(2, "big")): value
+            for (sender, ssid), value in paths.items()
+        }
+        target = self._maps_dir / PATHS
+        held = set(entries(target, SESSION_KEY.size, RETURN_PATH.size))
+        commands = [
+            ["map", "delete", "pinned", str(target), "key", "hex", *hexbytes(k)]
+            for k in held - set(wanted)
+        ]
+        commands += [self._update(PATHS, k, RETURN_PATH.pack(len(v), v)) for k, v in wanted.items()]
+        self._tool.batch(commands)
+
+    def publish_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
+        """Sessions' counts at this node of a closed block: SSID -> (forward, reverse)."""
+        commands = []
+        for ssid, (rx, tx) in counts.items():
+            key = ssid.to_bytes(4, "little")
+            held = lookup(self._maps_dir / BLOCKS, key, BLOCK_COUNTS.size)
+            blocks, rxs, txs = [0, 0], [0, 0], [0, 0]
+            if held:
+                b0, b1, r0, r1, t0, t1 = BLOCK_COUNTS.unpack(held)
+                blocks, rxs, txs = [b0, b1], [r0, r1], [t0, t1]
+            slot = block & 1
+            blocks[slot], rxs[slot], txs[slot] = block, rx & 0xFFFFFFFF, tx & 0xFFFFFFFF
+            value = BLOCK_COUNTS.pack(*blocks, *rxs, *txs)
+            commands.append(self._update(BLOCKS, key, value))
+        self._tool.batch(commands)
+
+    def next_sequence(self, sender: str, ssid: int) -> int:
+        """The next stateful sequence number of (sender, SSID), from the counter the program
+        uses: the userspace reflector answers some of a session's probes and the kernel the
+        others, and the sender must see one sequence."""
+        key = SESSION_KEY.pack(ipaddress.IPv6Address(sender).packed, ssid.to_bytes(2, "big"))
+        held = lookup(self._maps_dir / SEQUENCES, key, 4)
+        seq = int.from_bytes(held, "little") if held else 0
+        update(self._maps_dir / SEQUENCES, key, ((seq + 1) & 0xFFFFFFFF).to_bytes(4, "little"))
+        return seq
 
     def stats(self) -> dict[str, int]:
         """What the program did, summed over CPUs."""
