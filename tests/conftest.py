@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
-from srv6pm.lab.scenario import R1_PROBE_ADDRESS, R3_REFLECTOR_ADDRESS, SSID
+from srv6pm.lab.scenario import R1_PROBE_ADDRESS, R3_REFLECTOR_ADDRESS, SESSION, SSID
 from srv6pm.lab.topology import Topology
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
@@ -163,3 +163,24 @@ def run_sender(lab: Lab, binary: str, args: list[str]) -> dict[str, Any]:
     assert done.returncode == 0 and lines, done.stderr[-2000:]
     summary: dict[str, Any] = json.loads(lines[-1])
     return summary
+
+
+def stamp_results(lab: Lab, since_block: int = 0, since_ns: int = 0) -> pb.ReadResultsResponse:
+    """r1's results of the scenario's STAMP session (scenario.stamp_states)."""
+    return scenario.stub(lab, "r1").ReadResults(
+        pb.ReadResultsRequest(session=SESSION, since_block=since_block, since_unix_ns=since_ns)
+    )
+
+
+def loss_of(lab: Lab, block: int, blocks: type[Blocks], timeout_blocks: int = 3) -> pb.LossResult:
+    """The loss result of `block`, once its probe came back (or timed out)."""
+    deadline = blocks.start(block + 1 + timeout_blocks)
+    while True:
+        found = [r for r in stamp_results(lab, since_block=block).loss if r.block == block]
+        if found:
+            return found[-1]
+        if time.time() > deadline:
+            break
+        time.sleep(0.2)
+    seen = [(r.block - block, r.valid, r.reason) for r in stamp_results(lab).loss]
+    raise AssertionError(f"no loss result for block {block}; seen (block - {block}): {seen}")

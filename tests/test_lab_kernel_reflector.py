@@ -11,7 +11,7 @@ import statistics
 import time
 
 import pytest
-from conftest import block_packets, run_sender
+from conftest import block_packets, loss_of, run_sender
 from srv6pm.lab import scenario
 from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
 from srv6pm.node_manager.drivers.linux.hooks import REFLECT_PRIO
@@ -51,20 +51,6 @@ def test_base_probes_are_answered_in_the_kernel_along_the_return_path(
     # sender's probe of the block before, answered in userspace
     counted = block_packets(lab, "r3", block)
     assert (counted[FORWARD], counted[REVERSE]) == (50 + PROBES + 1, 30 + PROBES + 1)
-
-
-def loss_of(lab, block: int, blocks) -> pb.LossResult:
-    """r1's loss result of `block`, once its probe came back."""
-    deadline = blocks.start(block + 4)
-    while time.time() < deadline:
-        reply = scenario.stub(lab, "r1").ReadResults(
-            pb.ReadResultsRequest(session=SESSION, since_block=block)
-        )
-        found = [r for r in reply.loss if r.block == block]
-        if found:
-            return found[-1]
-        time.sleep(0.2)
-    raise AssertionError(f"no loss result for block {block}")
 
 
 def test_our_senders_loss_probes_are_answered_in_the_kernel_exactly(stamp_lab, blocks):

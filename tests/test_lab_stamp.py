@@ -9,8 +9,9 @@ import sys
 import time
 
 import pytest
+from conftest import loss_of, stamp_results
 from srv6pm.lab import scenario
-from srv6pm.lab.scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS, SESSION
+from srv6pm.lab.scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -21,26 +22,6 @@ def stamp_lab(lab):
     scenario.apply_states(lab, scenario.stamp_states(lab))
     yield lab
     scenario.apply(lab)
-
-
-def results(lab, since_block=0, since_ns=0) -> pb.ReadResultsResponse:
-    return scenario.stub(lab, "r1").ReadResults(
-        pb.ReadResultsRequest(session=SESSION, since_block=since_block, since_unix_ns=since_ns)
-    )
-
-
-def loss_of(lab, block: int, blocks, timeout_blocks: int = 3) -> pb.LossResult:
-    """The loss result of `block`, once its probe came back (or timed out)."""
-    deadline = blocks.start(block + 1 + timeout_blocks)
-    while True:
-        found = [r for r in results(lab, since_block=block).loss if r.block == block]
-        if found:
-            return found[-1]
-        if time.time() > deadline:
-            break
-        time.sleep(0.2)
-    seen = [(r.block - block, r.valid, r.reason) for r in results(lab).loss]
-    raise AssertionError(f"no loss result for block {block}; seen (block - {block}): {seen}")
 
 
 def test_loss_per_block_equals_injected_drops_in_each_direction(stamp_lab, blocks):
@@ -81,7 +62,7 @@ def test_a_lost_probe_makes_only_its_block_invalid(stamp_lab, blocks):
     assert before.valid and after.valid
     # the lost probe was itself a packet of block + 1 on the forward flow
     assert (after.forward.lost, after.reverse.lost) == (1, 0)
-    assert results(lab).senders[0].lost >= 1
+    assert stamp_results(lab).senders[0].lost >= 1
 
 
 def test_wrong_key_is_rejected_and_counted_without_breaking_anything(lab, blocks):
@@ -109,7 +90,7 @@ def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks
         with lab.delay("r2", "r3", 20.0):
             started = time.time_ns()
             time.sleep(2.5)
-            delays = [d.two_way_ns / 1e6 for d in results(lab, since_ns=started).probes]
+            delays = [d.two_way_ns / 1e6 for d in stamp_results(lab, since_ns=started).probes]
         assert len(delays) >= 20
         median = statistics.median(delays)
         print(
@@ -117,7 +98,7 @@ def test_two_way_delay_is_within_a_millisecond_of_the_injected_delay(lab, blocks
             f"max {max(delays):.3f} ({len(delays)} probes)"
         )
         assert abs(median - 20.0) < 1.0
-        one_way = [d for d in results(lab, since_ns=started).probes if d.one_way_valid]
+        one_way = [d for d in stamp_results(lab, since_ns=started).probes if d.one_way_valid]
         assert one_way and abs(statistics.median(d.forward_ns for d in one_way) / 1e6 - 20) < 1
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))

@@ -50,7 +50,7 @@
 #define NEXTHDR_IPV6 41
 #define MAX_TLVS 8
 #define MAX_TLV_BYTES 512
-#define TLV_HLEN 4
+#define TLV_HLEN 4 /* struct tlv_header */
 #define TLV_EXTRA_PADDING 1
 #define TLV_DIRECT_MEASUREMENT 5 /* S_TxC, R_RxC, R_TxC */
 #define TLV_RETURN_PATH 10
@@ -258,6 +258,20 @@ static __always_inline __u32 reply_seq(const struct reflector_config *cfg,
 	return bpf_htonl(__sync_fetch_and_add(next, 1));
 }
 
+struct tlv_header {
+	__u8 flags; /* U, M, I (RFC 8972 section 4.1) */
+	__u8 type;
+	__be16 len;
+};
+
+/* Two values compared 4 octets at a time (a bpf_loop callback's state). */
+struct word_compare {
+	const __u8 *got;
+	const __u8 *declared;
+	__u32 len;
+	int differ;
+};
+
 /* What a walk over a probe's TLVs needs and finds (bpf_loop callbacks share it). */
 struct tlv_walk {
 	struct __sk_buff *skb;
@@ -276,12 +290,7 @@ struct tlv_walk {
 
 static long same_words(__u32 i, void *data)
 {
-	struct {
-		const __u8 *got;
-		const __u8 *declared;
-		__u32 len;
-		int differ;
-	} *cmp = data;
+	struct word_compare *cmp = data;
 	__u32 at = i * 4;
 
 	if (at >= cmp->len || at > MAX_RETURN_PATH_LEN - 4)
@@ -305,12 +314,7 @@ static __always_inline int same_return_path(struct tlv_walk *w, __u32 off, __u32
 	got = bpf_map_lookup_elem(&srv6pm_reflector_scratch, &zero);
 	if (!got || bpf_skb_load_bytes(w->skb, off, got->value, len) < 0)
 		return 0;
-	struct {
-		const __u8 *got;
-		const __u8 *declared;
-		__u32 len;
-		int differ;
-	} cmp = {got->value, declared->value, len, 0};
+	struct word_compare cmp = {got->value, declared->value, len, 0};
 	bpf_loop(MAX_RETURN_PATH_LEN / 4, same_words, &cmp, 0);
 	return !cmp.differ;
 }
@@ -319,11 +323,7 @@ static __always_inline int same_return_path(struct tlv_walk *w, __u32 off, __u32
 static long check_tlv(__u32 i, void *data)
 {
 	struct tlv_walk *w = data;
-	struct {
-		__u8 flags;
-		__u8 type;
-		__be16 len;
-	} tlv;
+	struct tlv_header tlv;
 	__u32 len;
 
 	if (w->off >= w->end)
@@ -428,11 +428,7 @@ static __always_inline int patch_word(struct __sk_buff *skb, __u32 l4, __u32 off
 static long clear_flags(__u32 i, void *data)
 {
 	struct tlv_walk *w = data;
-	struct {
-		__u8 flags;
-		__u8 type;
-		__be16 len;
-	} tlv;
+	struct tlv_header tlv;
 
 	if (w->off >= w->end)
 		return 1;
