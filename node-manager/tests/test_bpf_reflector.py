@@ -17,8 +17,9 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import HBHOptUnknown, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
+from srv6pm.node_manager.drivers.linux.bpftool import lookup, obj_get, prog_test_run
 from srv6pm.node_manager.drivers.linux.kernel_reflector import (
+    CONFIG_VALUE,
     KernelReflector,
     KernelReflectorConfig,
 )
@@ -315,3 +316,15 @@ def test_a_tlv_longer_than_the_packet_goes_up_as_malformed(configured):
     payload = bytearray(probe(tlvs=(ExtraPadding(8),)))
     payload[44 + 2 : 44 + 4] = (9).to_bytes(2, "big")  # one octet more than there is
     assert passed_unchanged(configured, plain(bytes(payload))) == {"passed_tlv": 1}
+
+
+def test_a_moved_tai_offset_is_written_into_the_configuration(configured):
+    config_map = configured.program.parents[2] / "maps" / "srv6pm_reflector_config"
+    offset = tai_offset_ns()
+    configured.refresh_offset(offset)  # unchanged: nothing to write
+    configured.refresh_offset(offset + 1_000_000_000)  # a leap second
+    held = lookup(config_map, bytes(4), CONFIG_VALUE.size)
+    assert held is not None and CONFIG_VALUE.unpack(held)[1] == offset + 1_000_000_000
+    _, out = run(configured, plain(probe()))
+    t2 = unix_ns_from_ntp(codec.decode_reflector(bytes(Ether(out)[UDP].payload)).receive_timestamp)
+    assert abs(time.time_ns() - 1_000_000_000 - t2) < 100_000_000  # one second earlier

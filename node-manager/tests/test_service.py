@@ -112,6 +112,9 @@ class MemoryDriver:
         self.reflection = reflection
         self.calls += 1
 
+    def refresh_kernel_reflector(self):
+        pass
+
     def publish_reflector_block(self, block, counts):
         self.published.append((block, dict(counts)))
 

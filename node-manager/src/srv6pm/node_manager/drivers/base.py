@@ -99,6 +99,10 @@ class DataPlaneDriver(Protocol):
         """Answer these probes in the kernel (None: none; the userspace reflector does)."""
         ...
 
+    def refresh_kernel_reflector(self) -> None:
+        """Bring what the in-kernel reflector reads of the clock (the TAI-UTC offset) up to date."""
+        ...
+
     def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
         """Give the in-kernel reflector sessions' counts of a closed block: SSID -> (forward,
         reverse)."""

@@ -489,7 +489,10 @@ class NodeService:
             return
         self._reflector_block = block
         reflection = self._kernel_reflection
-        if not isinstance(reflection, KernelReflection) or not reflection.sessions:
+        if not isinstance(reflection, KernelReflection):
+            return
+        self._driver.refresh_kernel_reflector()  # once per block
+        if not reflection.sessions:
             return
         counts = {}
         for ssid, forward, reverse in reflection.sessions:

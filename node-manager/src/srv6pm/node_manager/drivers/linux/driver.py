@@ -107,6 +107,10 @@ class LinuxDriver:
         if self._reflector:
             self._reflector.apply(reflection, self.interfaces(), tai_offset_ns())
 
+    def refresh_kernel_reflector(self) -> None:
+        if self._reflector:
+            self._reflector.refresh_offset(tai_offset_ns())
+
     def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
         if self._reflector:
             self._reflector.publish_block(block, counts)

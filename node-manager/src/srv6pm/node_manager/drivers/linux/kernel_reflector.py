@@ -7,6 +7,7 @@ userspace reflector unchanged, so this only ever takes work off it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import ipaddress
 import struct
@@ -105,6 +106,7 @@ class KernelReflector:
         version = hashlib.sha256(obj.read_bytes()).hexdigest()[:12]
         self._name = f"{PROGRAM}_{version}"
         self._hooks = hooks
+        self._config: KernelReflectorConfig | None = None
         self._maps_dir = bpf_dir / "reflector" / "maps"
         self._progs_dir = bpf_dir / "reflector" / "progs" / version
         self._tool = bpftool or Bpftool()
@@ -164,6 +166,14 @@ class KernelReflector:
     def configure(self, config: KernelReflectorConfig) -> None:
         value = encode_config(config)
         self._tool.run(*self._update(CONFIG, bytes(4), value))
+        self._config = config
+
+    def refresh_offset(self, tai_offset_ns: int) -> None:
+        """Rewrite the configuration if the TAI-UTC offset moved (a leap second, a time daemon
+        that set it after the start): T2 and T3 are CLOCK_TAI less it."""
+        config = self._config
+        if config is not None and config.enabled and config.tai_offset_ns != tai_offset_ns:
+            self.configure(dataclasses.replace(config, tai_offset_ns=tai_offset_ns))
 
     def set_decap_sids(self, sids: Iterable[str]) -> None:
         """The node's End.DT6 SIDs: probes encapsulated for them are this node's."""
