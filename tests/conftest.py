@@ -19,7 +19,16 @@ from typing import Any
 import pytest
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
-from srv6pm.lab.scenario import R1_PROBE_ADDRESS, R3_REFLECTOR_ADDRESS, SESSION, SSID
+from srv6pm.lab.scenario import (
+    FORWARD_SIDS,
+    H1,
+    H2,
+    R1_PROBE_ADDRESS,
+    R3_REFLECTOR_ADDRESS,
+    REVERSE_SIDS,
+    SESSION,
+    SSID,
+)
 from srv6pm.lab.topology import Topology
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
@@ -184,3 +193,17 @@ def loss_of(lab: Lab, block: int, blocks: type[Blocks], timeout_blocks: int = 3)
         time.sleep(0.2)
     seen = [(r.block - block, r.valid, r.reason) for r in stamp_results(lab).loss]
     raise AssertionError(f"no loss result for block {block}; seen (block - {block}): {seen}")
+
+
+def loss_with_injected_drops(lab: Lab, blocks: type[Blocks]) -> tuple[int, pb.LossResult]:
+    """The next block with 100 packets h1 -> h2 and 60 back, 5 of them dropped at r2 -> r3 and 3
+    at r2 -> r1; the block and the scenario session's loss result of it."""
+    block = blocks.next()
+    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
+    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
+    lab.send_udp("h1", H2, 100, interval=0.0005)
+    lab.send_udp("h2", H1, 60, interval=0.0005)
+    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
+    lab.clear_drops("r2")
+    assert forward.handle != reverse.handle
+    return block, loss_of(lab, block, blocks)

@@ -11,9 +11,9 @@ import statistics
 import time
 
 import pytest
-from conftest import block_packets, loss_of, run_sender
+from conftest import block_packets, loss_with_injected_drops, run_sender
 from srv6pm.lab import scenario
-from srv6pm.lab.scenario import FORWARD, FORWARD_SIDS, H1, H2, REVERSE, REVERSE_SIDS, SESSION
+from srv6pm.lab.scenario import FORWARD, H1, H2, REVERSE, SESSION
 from srv6pm.node_manager.drivers.linux.hooks import REFLECT_PRIO
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
@@ -59,15 +59,7 @@ def test_our_senders_loss_probes_are_answered_in_the_kernel_exactly(stamp_lab, b
     lab = stamp_lab
     blocks.next()
     before = reflector_stats(lab)
-    block = blocks.next()
-    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
-    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
-    lab.send_udp("h1", H2, 100, interval=0.0005)
-    lab.send_udp("h2", H1, 60, interval=0.0005)
-    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
-    lab.clear_drops("r2")
-    assert forward.handle != reverse.handle
-    result = loss_of(lab, block, blocks)
+    _, result = loss_with_injected_drops(lab, blocks)
     assert result.valid, result.reason
     assert (result.forward.tx, result.forward.rx, result.forward.lost) == (101, 96, 5)
     assert (result.reverse.tx, result.reverse.rx, result.reverse.lost) == (61, 58, 3)

@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
-from conftest import loss_of, stamp_results
+from conftest import loss_of, loss_with_injected_drops, stamp_results
 from srv6pm.lab import scenario
-from srv6pm.lab.scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS
+from srv6pm.lab.scenario import FORWARD_SIDS, H2, REVERSE_SIDS
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -26,16 +26,8 @@ def stamp_lab(lab):
 
 def test_loss_per_block_equals_injected_drops_in_each_direction(stamp_lab, blocks):
     lab = stamp_lab
-    blocks.next()
-    block = blocks.next()  # the session has probed at least one block before
-    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
-    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
-    lab.send_udp("h1", H2, 100, interval=0.0005)
-    lab.send_udp("h2", H1, 60, interval=0.0005)
-    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
-    lab.clear_drops("r2")
-    assert forward.handle != reverse.handle
-    result = loss_of(lab, block, blocks)
+    blocks.next()  # the session has probed at least one block before
+    block, result = loss_with_injected_drops(lab, blocks)
     assert result.valid, result.reason
     # +1 each way: the probe of the previous block and its reply travel during this block on
     # the same SID lists, and are counted at both ends like any packet of the flows

@@ -7,7 +7,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import count as counting
 from pathlib import Path
@@ -188,6 +188,29 @@ def _next_page(body: dict[str, Any]) -> RenderableType:
     return Text(f"{len(body['items'])} blocks; more: --after-block {after}", style="yellow")
 
 
+def _show_blocks(
+    ctx: typer.Context,
+    session: str,
+    what: str,
+    render: Callable[[list[dict[str, Any]], str], Table],
+    since: str,
+    until: str | None,
+    limit: int,
+    after_block: int,
+) -> None:
+    """One page of a session's per-block results (`what`: loss or delay) as a table."""
+    st = state(ctx)
+    start, end = window(since, until)
+    body = st.api.get(
+        path("v1", "sessions", session, what),
+        start=start,
+        end=end,
+        limit=limit,
+        after_block=after_block,
+    )
+    st.out.show(body, lambda b: [render(b["items"], f"{what} of {session}"), _next_page(b)])
+
+
 # ---- commands ------------------------------------------------------------------------------------
 
 
@@ -201,16 +224,7 @@ def loss(
     after_block: AfterBlock = -1,
 ) -> None:
     """Loss per block, both directions, oldest first (one page)."""
-    st = state(ctx)
-    start, end = window(since, until)
-    body = st.api.get(
-        path("v1", "sessions", session, "loss"),
-        start=start,
-        end=end,
-        limit=limit,
-        after_block=after_block,
-    )
-    st.out.show(body, lambda b: [loss_table(b["items"], f"loss of {session}"), _next_page(b)])
+    _show_blocks(ctx, session, "loss", loss_table, since, until, limit, after_block)
 
 
 @app.command()
@@ -223,16 +237,7 @@ def delay(
     after_block: AfterBlock = -1,
 ) -> None:
     """Delay per block in µs: two-way p50/p99/max, one-way too when the clocks are synced."""
-    st = state(ctx)
-    start, end = window(since, until)
-    body = st.api.get(
-        path("v1", "sessions", session, "delay"),
-        start=start,
-        end=end,
-        limit=limit,
-        after_block=after_block,
-    )
-    st.out.show(body, lambda b: [delay_table(b["items"], f"delay of {session}"), _next_page(b)])
+    _show_blocks(ctx, session, "delay", delay_table, since, until, limit, after_block)
 
 
 @app.command()
