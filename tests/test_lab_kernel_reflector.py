@@ -1,9 +1,9 @@
 """The in-kernel STAMP reflector in a real lab: r3's node manager hooks it when its reflector is
-enabled and unauthenticated. A third-party sender's base probes (stamp-suite on r1, no TLVs)
-are answered in the kernel, decapsulated from the SRv6 policy and sent back along the declared
-return path, counted at r3 as packets of both flows; our own sender's probes carry TLVs and
-are still answered by the userspace reflector; an authenticated reflector takes the kernel's
-hooks away."""
+enabled and unauthenticated. stamp-suite's probes on r1 (base, PTP timestamps, Class of
+Service) and our own sender's loss probes (Direct Measurement, Return Path) are answered in the
+kernel, decapsulated from the SRv6 policy and sent back along the declared return path, counted
+at r3 as packets of both flows; an authenticated reflector takes the kernel's hooks away; an
+interface made later gets the hook at the next block."""
 
 from __future__ import annotations
 
@@ -53,6 +53,26 @@ def test_base_probes_are_answered_in_the_kernel_along_the_return_path(
     assert (counted[FORWARD], counted[REVERSE]) == (50 + PROBES + 1, 30 + PROBES + 1)
 
 
+def test_ptp_and_class_of_service_probes_are_answered_in_the_kernel(stamp_lab, stamp_suite):
+    lab = stamp_lab
+    before = reflector_stats(lab)
+    cos = ["--cos", "--dscp", "46", "--ecn", "1"]
+    args = ["--count", str(PROBES), "--send-delay", "20ms", "--clock-source", "PTP", *cos]
+    summary = run_sender(lab, stamp_suite, args)
+    assert (summary["packets_sent"], summary["packets_received"]) == (PROBES, PROBES)
+    after = reflector_stats(lab)
+    assert after.kernel_reflector.reflected - before.kernel_reflector.reflected == PROBES
+    assert after.reflector.received == before.reflector.received  # none went up
+    flags = summary["measurements"]["tlv_validation"]["by_type"]["4"]["flags"]
+    assert not any(flags.values()), flags  # Class of Service recognised
+    owd = summary["owd"]
+    assert owd["clock_quality"]["last_reflector"]["format"] == "PTP"
+    assert summary["median_rtt_ms"] < 5
+    # stamp-suite writes PTP timestamps as UTC (its src/time.rs says so); PTP counts TAI, UTC
+    # + 37 s, as ours do: its one-way figures show the offset, its round trips do not
+    assert abs(owd["forward_median_ms"] - 37_000) < 5
+
+
 def test_our_senders_loss_probes_are_answered_in_the_kernel_exactly(stamp_lab, blocks):
     # Direct Measurement and Return Path TLVs in the kernel: r3's counts of each closed block
     # are published at the guard, before the sender's probe of the block arrives (mid-block)
@@ -99,6 +119,21 @@ def test_an_authenticated_reflector_takes_the_kernel_out(stamp_lab, blocks):
     finally:
         scenario.apply_states(lab, scenario.stamp_states(lab))
     assert reflect_hooks(lab) == every
+
+
+def test_an_interface_that_appears_later_is_hooked_at_the_next_block(stamp_lab, blocks):
+    lab = stamp_lab
+    name = "nx0"  # in r3's namespace
+    lab.exec("r3", ["ip", "link", "add", name, "type", "veth", "peer", "name", f"{name}p"])
+    try:
+        argv = ["tc", "filter", "show", "dev", name, "ingress"]
+        assert "srv6pm_reflect" not in lab.exec("r3", argv, capture_output=True, text=True).stdout
+        blocks.wait_readable(blocks.next())  # the guard after the block: the node's refresh
+        time.sleep(0.5)
+        shown = lab.exec("r3", argv, capture_output=True, text=True).stdout
+        assert "srv6pm_reflect" in shown, shown
+    finally:
+        lab.exec("r3", ["ip", "link", "del", name], check=False)
 
 
 def two_way_delays(lab, seconds: float) -> list[float]:

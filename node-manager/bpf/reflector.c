@@ -9,7 +9,9 @@
  * Measurement gets this node's counts of the session's forward and reverse flows in the block
  * of the sender's timestamp (published by the node manager once the block is closed); a Return
  * Path naming the SID list declared for this sender and session is returned (the node's route
- * for the sender already takes it). Each comes back with no flag set. A probe that
+ * for the sender already takes it); Class of Service gets the DSCP and ECN the probe arrived with,
+ * and the reply leaves with the DSCP it asks for unless the operator's list refuses it (RP set).
+ * Each comes back with no flag set. A probe that
  * arrives SRv6-encapsulated for one of the node's decapsulating SIDs (End.DT6: segments left 0,
  * an IPv6 packet inside) is decapsulated first, as End.DT6 would. The reply then continues into
  * the kernel's routing: its destination is the sender, whose /128 SR policy (the session's
@@ -24,7 +26,8 @@
  *
  * T2 is taken when the program starts, T3 just before it returns, both from CLOCK_TAI less the
  * TAI-UTC offset the node manager keeps in the configuration (the kernel has no UTC clock for
- * programs), in NTP format, as the userspace reflector writes them.
+ * programs), in the format the probe's Error Estimate asks for (Z: PTPv2 truncated, TAI; else
+ * NTP), as the userspace reflector writes them.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -52,9 +55,13 @@
 #define MAX_TLV_BYTES 512
 #define TLV_HLEN 4 /* struct tlv_header */
 #define TLV_EXTRA_PADDING 1
+#define TLV_CLASS_OF_SERVICE 4 /* DSCP1 (6 bits), DSCP2 (6), ECN (2), RP (2), reserved (16) */
 #define TLV_DIRECT_MEASUREMENT 5 /* S_TxC, R_RxC, R_TxC */
 #define TLV_RETURN_PATH 10
 #define DM_LEN 12
+#define COS_LEN 4
+#define EE_Z 0x4000 /* Error Estimate: timestamps are PTPv2 truncated (RFC 8762 4.2.1) */
+#define REPLY_DSCP_DEFAULT 0 /* the userspace reflector's socket sends with traffic class 0 */
 #define MAX_RETURN_PATH_LEN (4 + 16 * 16) /* one SRv6 Segment List sub-TLV of 16 SIDs */
 #define NTP_ERA_S (1ULL << 32)
 #define NEXTHDR_ROUTING 43
@@ -69,6 +76,7 @@ enum reflector_stat {
 	STAT_PASSED_TLV,      /* a TLV it does not process, or malformed */
 	STAT_PASSED_COUNTS,   /* Direct Measurement for a block whose counts are not published */
 	STAT_PASSED_RETURN_PATH, /* a Return Path not declared for this sender and session */
+	STAT_PASSED_TIMESTAMP,	 /* Direct Measurement with a sender timestamp it cannot read */
 	STAT_MAX,
 };
 
@@ -76,6 +84,8 @@ struct reflector_config {
 	__u8 address[16];	 /* the reflector address probes are sent to */
 	__u64 tai_offset_ns;	 /* CLOCK_TAI - CLOCK_REALTIME */
 	__u64 period_ns;	 /* the marking period: Direct Measurement's blocks */
+	__u64 ptp_offset_ns;	 /* TAI - UTC as PTP timestamps count it */
+	__u64 allowed_dscp;	 /* Class of Service: bit d set = replies may take DSCP d */
 	__u16 port;		 /* network order */
 	__u16 error_estimate;	 /* the reflector's own, network order (RFC 8762 4.2.1) */
 	__u8 enabled;
@@ -191,10 +201,34 @@ static __always_inline void ntp(__u64 unix_ns, __be32 *s, __be32 *frac)
 	*frac = bpf_htonl((__u32)(((ns << 32) + NS_PER_S / 2) / NS_PER_S));
 }
 
-static __always_inline __u64 unix_ns(__be32 s_be, __be32 frac_be)
+/* A STAMP timestamp of CLOCK_TAI time `tai_ns`: PTPv2 truncated (TAI) or NTP (UTC). */
+static __always_inline void stamp_time(const struct reflector_config *cfg, __u64 tai_ns, int ptp,
+				       __be32 *s, __be32 *frac)
 {
-	__u64 s = bpf_ntohl(s_be), frac = bpf_ntohl(frac_be);
+	__u64 utc_ns = tai_ns - cfg->tai_offset_ns;
 
+	if (ptp) {
+		__u64 ptp_ns = utc_ns + cfg->ptp_offset_ns;
+
+		*s = bpf_htonl((__u32)(ptp_ns / NS_PER_S));
+		*frac = bpf_htonl((__u32)(ptp_ns % NS_PER_S));
+		return;
+	}
+	ntp(utc_ns, s, frac);
+}
+
+/* Unix ns of the sender's timestamp as its Error Estimate's Z bit says; 0 when unreadable. */
+static __always_inline __u64 sender_unix_ns(const struct reflector_config *cfg, const __u8 *probe)
+{
+	__u64 s = bpf_ntohl(*(__be32 *)(probe + 4)), frac = bpf_ntohl(*(__be32 *)(probe + 8));
+	__u64 ptp_ns;
+
+	if (*(__be16 *)(probe + 12) & bpf_htons(EE_Z)) {
+		if (frac >= NS_PER_S)
+			return 0; /* nanoseconds out of range: the reference reads nothing either */
+		ptp_ns = s * NS_PER_S + frac;
+		return ptp_ns > cfg->ptp_offset_ns ? ptp_ns - cfg->ptp_offset_ns : 0;
+	}
 	if (!(s & 0x80000000))
 		s += NTP_ERA_S; /* era 1: 2036 .. 2104, as the userspace reflector reads it */
 	return (s - NTP_UNIX_OFFSET_S) * NS_PER_S + ((frac * NS_PER_S + (1ULL << 31)) >> 32);
@@ -282,6 +316,8 @@ struct tlv_walk {
 	__u32 end;
 	__u32 l4;
 	__u32 dm_off; /* R_RxC of the Direct Measurement TLV, from the UDP header; 0: none */
+	__u32 cos_off; /* the Class of Service TLV's value, from the UDP header; 0: none */
+	__u8 dscp1;    /* the DSCP it asks the reply to take */
 	__be32 rx;
 	__be32 tx;
 	__s64 csum;
@@ -348,6 +384,10 @@ static long check_tlv(__u32 i, void *data)
 			w->why = STAT_PASSED_TLV;
 			return 1;
 		}
+		if (!w->sender_ns) {
+			w->why = STAT_PASSED_TIMESTAMP;
+			return 1;
+		}
 		block = w->sender_ns / w->cfg->period_ns - 1;
 		slot = block & 1;
 		counts = bpf_map_lookup_elem(&srv6pm_reflector_blocks, &ssid);
@@ -358,6 +398,16 @@ static long check_tlv(__u32 i, void *data)
 		w->dm_off = w->off + TLV_HLEN + 4 - w->l4;
 		w->rx = bpf_htonl(counts->rx[slot]);
 		w->tx = bpf_htonl(counts->tx[slot]);
+	} else if (tlv.type == TLV_CLASS_OF_SERVICE) {
+		__u8 first;
+
+		if (len != COS_LEN || w->cos_off ||
+		    bpf_skb_load_bytes(w->skb, w->off + TLV_HLEN, &first, 1) < 0) {
+			w->why = STAT_PASSED_TLV;
+			return 1;
+		}
+		w->cos_off = w->off + TLV_HLEN - w->l4;
+		w->dscp1 = first >> 2;
 	} else if (tlv.type == TLV_RETURN_PATH) {
 		if (!same_return_path(w, w->off + TLV_HLEN, len)) {
 			w->why = STAT_PASSED_RETURN_PATH;
@@ -372,56 +422,28 @@ static long check_tlv(__u32 i, void *data)
 }
 
 /*
- * One 4-octet window of the UDP datagram at `w` (from its header) replaced, the change folded
- * into `csum`. One's complement sums add 16-bit words, so windows start at even offsets.
+ * `len` (1 or 4) octets at `off` (from the UDP header) set to `value`, the change folded into
+ * `csum`. One's complement sums add 16-bit words and do not care which word is which, so the old
+ * and new octets are compared in place in their words (an odd offset is a word's second octet)
+ * with zeros around them: nothing beyond them is read, even at the end of the packet.
  */
-static __always_inline int rewrite(struct __sk_buff *skb, __u32 l4, __u32 w, __u8 *old,
-				   const __u8 *new, __s64 *csum)
+static __always_inline int patch(struct __sk_buff *skb, __u32 l4, __u32 off, const __u8 *value,
+				 __u32 len, __s64 *csum)
 {
-	*csum = bpf_csum_diff((__be32 *)old, 4, (__be32 *)new, 4, *csum);
-	return *csum < 0 || bpf_skb_store_bytes(skb, l4 + w, new, 4, 0) < 0 ? -1 : 0;
-}
+	__u8 old[8] = {}, new[8] = {};
+	__u32 at = off & 1;
 
-/* The octet at `off` (from the UDP header) set to `value`. */
-static __always_inline int patch_octet(struct __sk_buff *skb, __u32 l4, __u32 off, __u8 value,
-				       __s64 *csum)
-{
-	__u32 w = off & ~1U;
-	__u8 old[4], new[4];
-
-	if (bpf_skb_load_bytes(skb, l4 + w, old, 4) < 0)
+	/* hidden from the compiler, which would OR it into the stack address: the verifier
+	 * allows only adds to pointers */
+	asm volatile("" : "+r"(at));
+	if (bpf_skb_load_bytes(skb, l4 + off, old + at, len) < 0)
 		return -1;
-	__builtin_memcpy(new, old, 4);
-	if (off & 1)
-		new[1] = value;
-	else
-		new[0] = value;
-	return rewrite(skb, l4, w, old, new, csum);
-}
-
-/* The 4 octets at `off` (from the UDP header) set to `value`. */
-static __always_inline int patch_word(struct __sk_buff *skb, __u32 l4, __u32 off, __be32 value,
-				      __s64 *csum)
-{
-	__u8 *v = (__u8 *)&value;
-	__u8 old[8], new[8];
-
-	if (!(off & 1)) {
-		if (bpf_skb_load_bytes(skb, l4 + off, old, 4) < 0)
-			return -1;
-		return rewrite(skb, l4, off, old, v, csum);
-	}
-	/* odd: the windows at off - 1 and off + 3 hold it */
-	if (bpf_skb_load_bytes(skb, l4 + off - 1, old, 8) < 0)
-		return -1;
-	__builtin_memcpy(new, old, 8);
-	new[1] = v[0];
-	new[2] = v[1];
-	new[3] = v[2];
-	new[4] = v[3];
-	if (rewrite(skb, l4, off - 1, old, new, csum) < 0)
-		return -1;
-	return rewrite(skb, l4, off + 3, old + 4, new + 4, csum);
+#pragma unroll
+	for (__u32 i = 0; i < 4; i++)
+		if (i < len)
+			new[at + i] = value[i];
+	*csum = bpf_csum_diff((__be32 *)old, sizeof(old), (__be32 *)new, sizeof(new), *csum);
+	return *csum < 0 || bpf_skb_store_bytes(skb, l4 + off, value, len, 0) < 0 ? -1 : 0;
 }
 
 /* One TLV of the reply with its flags cleared: the TLVs it processes come back with none. */
@@ -429,6 +451,7 @@ static long clear_flags(__u32 i, void *data)
 {
 	struct tlv_walk *w = data;
 	struct tlv_header tlv;
+	__u8 zero = 0;
 
 	if (w->off >= w->end)
 		return 1;
@@ -436,7 +459,7 @@ static long clear_flags(__u32 i, void *data)
 		w->why = STAT_FAILED;
 		return 1;
 	}
-	if (tlv.flags && patch_octet(w->skb, w->l4, w->off - w->l4, 0, &w->csum) < 0) {
+	if (tlv.flags && patch(w->skb, w->l4, w->off - w->l4, &zero, 1, &w->csum) < 0) {
 		w->why = STAT_FAILED;
 		return 1;
 	}
@@ -455,7 +478,9 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	struct ipv6hdr ip6;
 	struct udphdr udp;
 	__u32 zero = 0, l4, udp_len;
+	__u8 received_class, reply_class;
 	__s64 csum;
+	__be16 ptp;
 	int outer;
 
 	if (skb->protocol != bpf_htons(ETH_P_IPV6))
@@ -493,7 +518,7 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	w.cfg = cfg;
 	__builtin_memcpy(w.key.sender, &ip6.saddr, 16);
 	__builtin_memcpy(&w.key.ssid, probe + 14, 2);
-	w.sender_ns = unix_ns(*(__be32 *)(probe + 4), *(__be32 *)(probe + 8));
+	w.sender_ns = sender_unix_ns(cfg, probe);
 	w.off = l4 + sizeof(udp) + STAMP_LEN;
 	w.end = l4 + udp_len;
 	w.l4 = l4;
@@ -511,9 +536,16 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	__builtin_memcpy(&reply.sender_error_estimate, probe + 12, 2);
 	reply.ssid = w.key.ssid;
 	reply.sender_ttl = ip6.hop_limit;
-	reply.error_estimate = cfg->error_estimate;
+	/* the reflector's own error, in the timestamp format the sender asked for */
+	ptp = reply.sender_error_estimate & bpf_htons(EE_Z);
+	reply.error_estimate = (cfg->error_estimate & ~bpf_htons(EE_Z)) | ptp;
 	reply.seq = reply_seq(cfg, &w.key, reply.sender_seq);
-	ntp(received - cfg->tai_offset_ns, &reply.receive_s, &reply.receive_frac);
+	stamp_time(cfg, received, ptp, &reply.receive_s, &reply.receive_frac);
+	received_class = (((__u8 *)&ip6)[0] << 4) | (((__u8 *)&ip6)[1] >> 4);
+	if (w.cos_off && (cfg->allowed_dscp >> w.dscp1) & 1)
+		reply_class = w.dscp1 << 2;
+	else
+		reply_class = REPLY_DSCP_DEFAULT << 2;
 
 	/* From here on the packet changes: a failure drops it rather than pass a half-made one. */
 	if (outer && bpf_skb_adjust_room(skb, -outer, BPF_ADJ_ROOM_MAC, 0) < 0) {
@@ -525,9 +557,13 @@ int srv6pm_reflect(struct __sk_buff *skb)
 		struct in6_addr sender = ip6.saddr;
 		__be16 sender_port = udp.source;
 		__u8 hop_limit = REPLY_HOP_LIMIT;
+		/* version, the reply's traffic class, the flow label as received */
+		__u8 first[2] = {0x60 | reply_class >> 4,
+				 (__u8)(reply_class << 4) | (((__u8 *)&ip6)[1] & 0x0F)};
 
 		/* Addresses and ports swap places: the UDP checksum does not change for them. */
-		if (bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, saddr), &ip6.daddr, 16,
+		if (bpf_skb_store_bytes(skb, L3_OFF, first, 2, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, saddr), &ip6.daddr, 16,
 					0) < 0 ||
 		    bpf_skb_store_bytes(skb, L3_OFF + offsetof(struct ipv6hdr, daddr), &sender, 16,
 					0) < 0 ||
@@ -545,10 +581,18 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	w.end = l4 + udp_len;
 	bpf_loop(MAX_TLVS, clear_flags, &w, 0);
 	csum = w.csum;
-	if (w.why || (w.dm_off && (patch_word(skb, l4, w.dm_off, w.rx, &csum) < 0 ||
-				   patch_word(skb, l4, w.dm_off + 4, w.tx, &csum) < 0)))
+	if (w.why || (w.dm_off && (patch(skb, l4, w.dm_off, (__u8 *)&w.rx, 4, &csum) < 0 ||
+				   patch(skb, l4, w.dm_off + 4, (__u8 *)&w.tx, 4, &csum) < 0)))
 		goto failed;
-	ntp(bpf_ktime_get_tai_ns() - cfg->tai_offset_ns, &reply.timestamp_s, &reply.timestamp_frac);
+	if (w.cos_off) {
+		/* DSCP1 as asked, DSCP2 and ECN as received, RP: the operator refused DSCP1 */
+		__u32 rp = !((cfg->allowed_dscp >> w.dscp1) & 1);
+		__be32 cos = bpf_htonl((__u32)w.dscp1 << 26 | (__u32)received_class << 18 | rp << 16);
+
+		if (patch(skb, l4, w.cos_off, (__u8 *)&cos, 4, &csum) < 0)
+			goto failed;
+	}
+	stamp_time(cfg, bpf_ktime_get_tai_ns(), ptp, &reply.timestamp_s, &reply.timestamp_frac);
 	csum = bpf_csum_diff((__be32 *)probe, STAMP_LEN, (__be32 *)&reply, STAMP_LEN, csum);
 	if (csum < 0 || bpf_skb_store_bytes(skb, l4 + sizeof(udp), &reply, STAMP_LEN, 0) < 0 ||
 	    bpf_l4_csum_replace(skb, l4 + offsetof(struct udphdr, check), 0, csum,

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scapy.layers.inet import UDP
@@ -25,14 +26,18 @@ from srv6pm.node_manager.drivers.linux.kernel_reflector import (
 )
 from srv6pm.node_manager.drivers.linux.monitor import tai_offset_ns
 from srv6pm.twamp import codec
+from srv6pm.twamp.error_estimate import Z_BIT
 from srv6pm.twamp.reflector import ReflectedFlows, Reflector, ReflectorConfig
-from srv6pm.twamp.timestamps import ntp_from_unix_ns, unix_ns_from_ntp
+from srv6pm.twamp.timestamps import from_unix_ns, unix_ns_from_ntp, unix_ns_from_ptp
 from srv6pm.twamp.tlv import (
     FLAG_U,
     ClassOfService,
     DirectMeasurement,
     ExtraPadding,
+    Location,
+    LocationSubType,
     ReturnPath,
+    SubTlv,
     encode_tlv,
 )
 from srv6pm.twamp.transport import Datagram
@@ -86,11 +91,18 @@ def return_path_value(segments: tuple[str, ...]) -> bytes:
     return encode_tlv(ReturnPath(segments=segments))[4:]
 
 
-def probe(seq: int = 41, ssid: int = SSID, tlvs: tuple = (), key: bytes | None = None) -> bytes:
+def probe(
+    seq: int = 41,
+    ssid: int = SSID,
+    tlvs: tuple = (),
+    key: bytes | None = None,
+    ptp: bool = False,
+    timestamp: int | None = None,
+) -> bytes:
     packet = codec.SenderPacket(
         seq=seq,
-        timestamp=ntp_from_unix_ns(time.time_ns()),
-        error_estimate=SENDER_EE,
+        timestamp=timestamp if timestamp is not None else from_unix_ns(time.time_ns(), ptp),
+        error_estimate=SENDER_EE | (Z_BIT if ptp else 0),
         ssid=ssid,
         tlvs=tlvs,
     )
@@ -102,19 +114,24 @@ def ether() -> Ether:
     return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
 
 
-def plain(payload: bytes, dport: int = 862, hlim: int = 61) -> bytes:
+def plain(payload: bytes, dport: int = 862, hlim: int = 61, tc: int = 0) -> bytes:
     return bytes(
         ether()
-        / IPv6(src=SENDER, dst=REFLECTOR, hlim=hlim)
+        / IPv6(src=SENDER, dst=REFLECTOR, hlim=hlim, tc=tc, fl=0x12345)
         / UDP(sport=40000, dport=dport)
         / Raw(payload)
     )
 
 
 def encapsulated(
-    payload: bytes, sid: str = DECAP_SID, segments_left: int = 0, altmark: bool = False
+    payload: bytes,
+    sid: str = DECAP_SID,
+    segments_left: int = 0,
+    altmark: bool = False,
+    tc: int = 0,
 ) -> bytes:
-    inner = IPv6(src=SENDER, dst=REFLECTOR, hlim=61) / UDP(sport=40000, dport=862) / Raw(payload)
+    inner = IPv6(src=SENDER, dst=REFLECTOR, hlim=61, tc=tc) / UDP(sport=40000, dport=862)
+    inner = inner / Raw(payload)
     srh = IPv6ExtHdrSegmentRouting(addresses=[sid, "fc00:0:2::e"], segleft=segments_left, nh=41)
     outer = ether() / IPv6(src="fc00:0:1::a", dst=sid, hlim=62)
     if altmark:  # RFC 9343 option in a Destination Options header before the SRH, as marked
@@ -148,21 +165,28 @@ def userspace_reply(
     stateful: bool = False,
     times: int = 1,
     blocks: dict[int, tuple[int, int]] | None = None,
-) -> bytes:
-    """The userspace reflector's answer to the same probe (the last of `times`)."""
-    sent: list[bytes] = []
+    tc: int = 0,
+    allowed_dscp: frozenset[int] | None = None,
+) -> tuple[bytes, int]:
+    """The userspace reflector's answer to the same probe (the last of `times`) and the
+    traffic class it leaves with (its socket's 0 unless Class of Service asks)."""
+    sent: list[tuple[bytes, int]] = []
 
-    def send(data: bytes, *_: object) -> bool:
-        sent.append(data)
+    def send(data: bytes, _to: object, traffic_class: int | None, _ifindex: object) -> bool:
+        sent.append((data, traffic_class or 0))
         return True
 
     flows = ReflectedFlows("f", "r", frozenset({(SENDER, RETURN_SIDS)}))
     config = ReflectorConfig(
-        stateful=stateful, error_estimate=EE, period_ns=PERIOD_NS, sessions={SSID: flows}
+        stateful=stateful,
+        error_estimate=EE,
+        period_ns=PERIOD_NS,
+        sessions={SSID: flows},
+        allowed_dscp=allowed_dscp,
     )
     engine = Reflector(config, TableCounters(blocks or {}), send)
     for _ in range(times):
-        engine.handle(Datagram(payload, (SENDER, 40000), time.time_ns(), 61, 0))
+        engine.handle(Datagram(payload, (SENDER, 40000), time.time_ns(), 61, tc))
     return sent[-1]
 
 
@@ -178,6 +202,19 @@ def without_timestamps(reply: bytes) -> bytes:
     return reply[:4] + bytes(8) + reply[12:16] + bytes(8) + reply[24:]
 
 
+def same_as_userspace(out: bytes, payload: bytes, **userspace: Any) -> bytes:
+    """Checks the kernel's reply `out` against the userspace reflector's for the same probe:
+    the same octets (timestamps aside), the same traffic class, a right checksum. Its STAMP
+    octets."""
+    expected, traffic_class = userspace_reply(payload, **userspace)
+    reply = Ether(out)
+    data = bytes(reply[UDP].payload)
+    assert without_timestamps(data) == without_timestamps(expected)
+    assert reply[IPv6].tc == traffic_class
+    assert checksum_ok(out)
+    return data
+
+
 def test_a_plain_probe_becomes_the_userspace_reflectors_reply_in_place(configured):
     payload = probe()
     before = time.time_ns()
@@ -188,9 +225,8 @@ def test_a_plain_probe_becomes_the_userspace_reflectors_reply_in_place(configure
     ip6, udp = reply[IPv6], reply[UDP]
     assert (ip6.src, ip6.dst, ip6.hlim) == (REFLECTOR, SENDER, 64)
     assert (udp.sport, udp.dport, udp.len) == (862, 40000, 8 + 44)
-    data = bytes(udp.payload)
-    assert without_timestamps(data) == without_timestamps(userspace_reply(payload))
-    assert checksum_ok(out)
+    assert ip6.fl == 0x12345  # the flow label as received
+    data = same_as_userspace(out, payload)
     decoded = codec.decode_reflector(data)
     t2, t3 = unix_ns_from_ntp(decoded.receive_timestamp), unix_ns_from_ntp(decoded.timestamp)
     assert before - 1_000_000 <= t2 <= t3 <= after + 1_000_000
@@ -205,11 +241,10 @@ def test_stateful_replies_count_per_sender_and_session_as_userspace_does(reflect
     )
     try:
         payload = probe(seq=1000, ssid=91)
-        replies = [Ether(run(reflector, plain(payload))[1])[UDP].payload for _ in range(3)]
-        assert [codec.decode_reflector(bytes(r)).seq for r in replies] == [0, 1, 2]
-        assert without_timestamps(bytes(replies[-1])) == without_timestamps(
-            userspace_reply(payload, stateful=True, times=3)
-        )
+        replies = [run(reflector, plain(payload))[1] for _ in range(3)]
+        seqs = [codec.decode_reflector(bytes(Ether(r)[UDP].payload)).seq for r in replies]
+        assert seqs == [0, 1, 2]
+        same_as_userspace(replies[-1], payload, stateful=True, times=3)
         other = Ether(run(reflector, plain(probe(seq=1000, ssid=92)))[1])[UDP].payload
         assert codec.decode_reflector(bytes(other)).seq == 0
         # the userspace reflector answers from the same counters: one sequence for the sender
@@ -228,10 +263,7 @@ def test_a_probe_inside_a_decapsulating_sid_is_decapsulated_then_answered(config
     assert len(out) == 14 + 40 + 8 + 44  # the outer IPv6 header and the SRH are gone
     reply = Ether(out)
     assert (reply[IPv6].src, reply[IPv6].dst, reply[IPv6].nh) == (REFLECTOR, SENDER, 17)
-    assert checksum_ok(out)
-    assert without_timestamps(bytes(reply[UDP].payload)) == without_timestamps(
-        userspace_reply(payload)
-    )
+    same_as_userspace(out, payload)
 
 
 def passed_unchanged(reflector: KernelReflector, packet: bytes) -> dict[str, int]:
@@ -244,8 +276,10 @@ def passed_unchanged(reflector: KernelReflector, packet: bytes) -> dict[str, int
 
 
 def test_what_the_kernel_does_not_answer_goes_up_unchanged_and_is_counted(configured):
-    tlv = probe(tlvs=(ClassOfService(dscp1=46, dscp2=0, ecn=0, rp=0),))
+    tlv = probe(tlvs=(Location(sub_tlvs=(SubTlv(LocationSubType.SOURCE_IP, bytes(16)),)),))
     assert passed_unchanged(configured, plain(tlv)) == {"passed_tlv": 1}
+    twice = probe(tlvs=(ClassOfService(dscp1=46), ClassOfService(dscp1=10)))
+    assert passed_unchanged(configured, plain(twice)) == {"passed_tlv": 1}
     authenticated = probe(key=b"k" * 32)  # 112 octets of base: its MBZ read as a bad TLV
     assert passed_unchanged(configured, plain(authenticated)) == {"passed_tlv": 1}
     twamp_light = probe()[:41]
@@ -291,10 +325,7 @@ def test_our_senders_loss_probe_is_answered_in_the_kernel_as_in_userspace(config
     before = configured.stats()
     verdict, out = run(configured, encapsulated(payload, altmark=True))
     assert verdict == TC_ACT_UNSPEC and configured.stats()["reflected"] == before["reflected"] + 1
-    assert checksum_ok(out)
-    data = bytes(Ether(out)[UDP].payload)
-    expected = userspace_reply(payload, blocks={block: (1234, 567)})
-    assert without_timestamps(data) == without_timestamps(expected)
+    data = same_as_userspace(out, payload, blocks={block: (1234, 567)})
     dm = next(t for t in codec.decode_reflector(data).tlvs if isinstance(t, DirectMeasurement))
     assert (dm.s_txc, dm.r_rxc, dm.r_txc, dm.flags) == (1300, 1234, 567, 0)
 
@@ -328,3 +359,75 @@ def test_a_moved_tai_offset_is_written_into_the_configuration(configured):
     _, out = run(configured, plain(probe()))
     t2 = unix_ns_from_ntp(codec.decode_reflector(bytes(Ether(out)[UDP].payload)).receive_timestamp)
     assert abs(time.time_ns() - 1_000_000_000 - t2) < 100_000_000  # one second earlier
+
+
+def test_a_ptp_probe_gets_t2_and_t3_in_ptp_as_userspace_gives_them(configured):
+    payload = probe(ptp=True)
+    before = time.time_ns()
+    _, out = run(configured, plain(payload))
+    after = time.time_ns()
+    decoded = codec.decode_reflector(same_as_userspace(out, payload))
+    assert decoded.error_estimate == EE | Z_BIT
+    t2 = unix_ns_from_ptp(decoded.receive_timestamp)
+    t3 = unix_ns_from_ptp(decoded.timestamp)
+    assert before - 1_000_000 <= t2 <= t3 <= after + 1_000_000
+
+
+def test_a_ptp_loss_probe_reads_its_block_and_an_unreadable_timestamp_goes_up(configured):
+    block = current_block() - 1
+    configured.publish_block(block, {SSID: (77, 66)})
+    dm = (DirectMeasurement(s_txc=80, flags=FLAG_U),)
+    payload = probe(tlvs=dm, ptp=True)
+    _, out = run(configured, encapsulated(payload))
+    data = same_as_userspace(out, payload, blocks={block: (77, 66)})
+    assert codec.decode_reflector(data).tlvs == (DirectMeasurement(80, 77, 66),)
+    unreadable = probe(tlvs=dm, ptp=True, timestamp=10**9)  # nanoseconds of 10^9
+    assert passed_unchanged(configured, plain(unreadable)) == {"passed_timestamp": 1}
+
+
+RECEIVED_CLASS = 34 << 2 | 1  # AF41, ECT(1)
+
+
+@pytest.mark.parametrize("wrap", [plain, encapsulated], ids=["plain", "decapsulated"])
+def test_class_of_service_reports_what_came_in_and_the_reply_takes_dscp1(configured, wrap):
+    payload = probe(tlvs=(ExtraPadding(1, flags=FLAG_U), ClassOfService(dscp1=46, flags=FLAG_U)))
+    _, out = run(configured, wrap(payload, tc=RECEIVED_CLASS))
+    data = same_as_userspace(out, payload, tc=RECEIVED_CLASS)
+    assert codec.decode_reflector(data).tlvs[1] == ClassOfService(46, 34, 1, 0)
+    assert Ether(out)[IPv6].tc == 46 << 2
+
+
+def test_without_class_of_service_the_reply_leaves_with_traffic_class_0(configured):
+    payload = probe()
+    _, out = run(configured, plain(payload, tc=46 << 2))
+    same_as_userspace(out, payload, tc=46 << 2)
+    assert Ether(out)[IPv6].tc == 0
+
+
+def test_a_dscp1_the_operator_did_not_allow_is_refused_with_rp(reflector):
+    reflector.configure(
+        KernelReflectorConfig(
+            REFLECTOR, error_estimate=EE, tai_offset_ns=tai_offset_ns(), allowed_dscp=(0, 10)
+        )
+    )
+    try:
+        for dscp1, rp, leaves in ((46, 1, 0), (10, 0, 10 << 2)):
+            payload = probe(tlvs=(ClassOfService(dscp1=dscp1, flags=FLAG_U),))
+            _, out = run(reflector, plain(payload, tc=RECEIVED_CLASS))
+            data = same_as_userspace(
+                out, payload, tc=RECEIVED_CLASS, allowed_dscp=frozenset({0, 10})
+            )
+            assert codec.decode_reflector(data).tlvs[0] == ClassOfService(dscp1, 34, 1, rp)
+            assert Ether(out)[IPv6].tc == leaves
+    finally:
+        reflector.configure(KernelReflectorConfig(REFLECTOR, enabled=False))
+
+
+def test_counts_at_an_odd_offset_at_the_very_end_of_the_packet(configured):
+    # the last octet of R_TxC is the packet's last: the checksum must not read beyond it
+    block = current_block() - 1
+    configured.publish_block(block, {SSID: (5, 6)})
+    payload = probe(tlvs=(ExtraPadding(3, flags=FLAG_U), DirectMeasurement(7, flags=FLAG_U)))
+    _, out = run(configured, plain(payload))
+    data = same_as_userspace(out, payload, blocks={block: (5, 6)})
+    assert codec.decode_reflector(data).tlvs[1] == DirectMeasurement(7, 5, 6)

@@ -1,6 +1,7 @@
 """NodeService over an in-memory driver: diffing, idempotence and the block read window.
 The same behaviours are tested against the real kernel driver in tests/ (lab)."""
 
+import socket
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -239,6 +240,36 @@ def test_the_kernel_reflector_is_set_when_the_reflector_changes_only(node):
     calls = driver.calls
     service.apply(STATE)
     assert driver.calls == calls
+
+
+def test_the_clocks_state_is_followed_once_per_block(tmp_path):
+    # a time daemon that finds its source after the start: the S bit of every Error Estimate
+    # the node sends (senders, userspace and kernel reflectors) follows it from the next block
+    synced = [False]
+    driver, clock = MemoryDriver(), Clock(1000 * S + S // 10)
+    journal = Journal(tmp_path / "journal.db", 3600, 1 << 30)
+    results = ResultsService(journal, "n1", 2 * S, clock=clock)
+    service = NodeService(
+        driver, results, tmp_path, 2 * S, S // 4, clock=clock, clock_synchronised=lambda: synced[0]
+    )
+    try:
+        service.apply(replace(STATE, reflector=Reflector(True, "::1", free_udp_port())))
+        assert driver.reflection.error_estimate == clock_error_estimate(False)
+        synced[0] = True
+        clock.now = 1002 * S + S // 2  # block 501, past the guard after block 500
+        service._publish_reflector_counts()
+        assert driver.reflection.error_estimate == clock_error_estimate(True)
+        userspace = service.stamp._reflector
+        assert userspace and userspace[0].config.error_estimate == clock_error_estimate(True)
+    finally:
+        service.stop()
+        journal.close()
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+        sock.bind(("::1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_unsupported_behaviour_is_a_precondition_and_changes_nothing(node):

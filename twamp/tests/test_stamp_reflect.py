@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import time
 
 from srv6pm.twamp import codec
+from srv6pm.twamp.error_estimate import Z_BIT
 from srv6pm.twamp.reflector import ReflectedFlows, Reflector, ReflectorConfig, ReflectorStats
+from srv6pm.twamp.timestamps import ntp_from_unix_ns, ptp_from_unix_ns, to_unix_ns
 from srv6pm.twamp.transport import Datagram
 
 
@@ -119,6 +122,7 @@ SENDER, RETURN = "2001:db8::1", ("fc00:0:2::e", "fc00:0:1::d6")
 HERE = "2001:db8::99"
 DECLARED = {7: ReflectedFlows("f", "r", frozenset({(SENDER, RETURN)}))}
 KEY = b"k" * 32
+NOW = 1_800_000_000_123_456_789
 
 
 def make_reflector(packets: int | None = None, **config: object) -> tuple[Reflector, list[Sent]]:
@@ -302,3 +306,28 @@ def test_stateful_counters_kept_elsewhere_are_used_when_they_answer() -> None:
     probe(reflector, ssid=1, source="2001:db8::1")
     probe(reflector, ssid=1, source="2001:db8::2")
     assert [s.reply.seq for s in sent] == [57, 58, 0]
+
+
+def test_t2_and_t3_come_in_the_format_the_probe_asks_for() -> None:
+    # The probe's Error Estimate Z bit (RFC 8762 4.2.1): the reply repeats it in the reflector's
+    # own Error Estimate, whose S bit and error stay the reflector's.
+    for sender_ee, convert in ((0x0001, ntp_from_unix_ns), (0x4001, ptp_from_unix_ns)):
+        reflector, sent = make_reflector(error_estimate=0x8002)
+        wire = codec.encode_sender(codec.SenderPacket(1, 2, sender_ee, 7))
+        reflector.handle(Datagram(wire, (SENDER, 50000), NOW, 64, 0, HERE, 4))
+        reply = sent[0].reply
+        assert reply.error_estimate == 0x8002 | sender_ee & Z_BIT
+        assert reply.receive_timestamp == convert(NOW)
+        t3 = to_unix_ns(reply.timestamp, bool(sender_ee & Z_BIT))  # from the real clock
+        assert abs(t3 - time.time_ns()) < 10**9
+
+
+def test_a_ptp_sender_timestamp_picks_the_direct_measurement_block_and_a_bad_one_gets_U() -> None:
+    reflector, sent = make_reflector(41, period_ns=10**9)
+    dm = codec.DirectMeasurement(9)
+    for timestamp in (ptp_from_unix_ns(NOW), 10**9):  # nanoseconds 10^9: not a time
+        wire = codec.encode_sender(codec.SenderPacket(1, timestamp, 0x4001, 7, (dm,)))
+        reflector.handle(Datagram(wire, (SENDER, 50000), NOW, 64, 0, HERE, 4))
+    assert sent[0].reply.tlvs[0] == codec.DirectMeasurement(9, 41, 41)
+    assert sent[1].reply.tlvs[0].flags == codec.FLAG_U
+    assert reflector.stats.counters_unavailable == 1

@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 from srv6pm.twamp import codec
+from srv6pm.twamp.error_estimate import Z_BIT
 from srv6pm.twamp.sender import SenderConfig, SenderSession
-from srv6pm.twamp.timestamps import ntp_from_unix_ns
+from srv6pm.twamp.timestamps import ntp_from_unix_ns, ptp_from_unix_ns
 from srv6pm.twamp.transport import Datagram
 
 PERIOD = 1_000_000_000
@@ -109,3 +110,30 @@ def test_a_valid_reply_gives_loss_both_ways() -> None:
     (loss,) = s.results.loss
     assert loss.valid and loss.forward is not None and loss.forward.lost == 2
     assert dataclasses.asdict(loss.reverse) == {"tx": 100, "rx": 100}
+
+
+def test_a_reflector_answering_in_ptp_format_gives_the_same_delays() -> None:
+    # RFC 8762 4.2.1: the Z bit of the reflector's Error Estimate says T2 and T3 are PTPv2.
+    s, sent = session()
+    reply = answer(codec.decode_sender(sent[0]), ())
+    ptp = dataclasses.replace(
+        reply,
+        error_estimate=0x8001 | Z_BIT,
+        timestamp=ptp_from_unix_ns(NOW + 300_000),
+        receive_timestamp=ptp_from_unix_ns(NOW + 200_000),
+    )
+    deliver(s, codec.encode_reflector(ptp))
+    (delay,) = s.results.delay
+    assert (delay.two_way_ns, delay.forward_ns, delay.reverse_ns) == (900_000, 200_000, 700_000)
+
+
+def test_a_ptp_reply_with_nanoseconds_out_of_range_is_malformed_and_the_probe_still_pending() -> (
+    None
+):
+    s, sent = session()
+    reply = answer(codec.decode_sender(sent[0]), ())
+    bad = dataclasses.replace(reply, error_estimate=0x8001 | Z_BIT, timestamp=10**9)
+    deliver(s, codec.encode_reflector(bad))
+    assert (s.stats.received, s.stats.malformed, len(s.results.delay)) == (0, 1, 0)
+    deliver(s, codec.encode_reflector(reply))  # the good reply that follows is matched
+    assert s.stats.received == 1

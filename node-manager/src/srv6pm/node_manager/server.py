@@ -121,7 +121,7 @@ class NodeManagerServer:
             settings.period_ns,
             settings.guard_ns,
             settings.history_blocks,
-            clock_synchronised=kernel_clock_synchronised() if synced is None else synced,
+            clock_synchronised=kernel_clock_synchronised if synced is None else lambda: synced,
         )
         self.registry = CollectorRegistry()
         self.registry.register(

@@ -1,6 +1,8 @@
 """Session-Reflector (RFC 8762 section 4.3), stateless or stateful, with RFC 8972 TLVs.
 
-For each test packet: T2 is the kernel receive time; the reply copies the sender's sequence
+For each test packet: T2 is the kernel receive time; T2 and T3 are in the format the probe's
+Error Estimate asks for (Z: PTPv2 truncated, else NTP), which the reply's Error Estimate, the
+reflector's own error otherwise, repeats; the reply copies the sender's sequence
 number (stateless) or carries the reflector's own per-session one (stateful, section 4.3.2).
 TLVs come back flagged as RFC 8972 section 4 says (`codec.reflect_tlvs`); the recognised ones
 are acted on:
@@ -36,10 +38,10 @@ from typing import Protocol
 
 from . import codec
 from .counters import BlockCounters
-from .error_estimate import clock_error_estimate, is_synchronised
-from .errors import AuthenticationFailed, StampError
+from .error_estimate import Z_BIT, clock_error_estimate, is_ptp, is_synchronised
+from .errors import AuthenticationFailed, InvalidTimestamp, StampError
 from .maths import block_of
-from .timestamps import ntp_from_unix_ns, unix_ns_from_ntp
+from .timestamps import from_unix_ns, to_unix_ns
 from .tlv import (
     FLAG_M,
     FLAG_U,
@@ -162,14 +164,15 @@ class Reflector:
             return
         seq = self._next_seq(datagram.source[0], probe) if self.config.stateful else probe.seq
         authenticated = self.config.key is not None
+        ptp = is_ptp(probe.error_estimate)
         answer = codec.make_reflection(
             probe,
             seq=seq,
             # T3: the HMAC covers it, so taken before encoding in authenticated mode; else
             # written into the encoded reply, the last thing before sending
-            timestamp=ntp_from_unix_ns(self._clock()) if authenticated else 0,
-            error_estimate=self.config.error_estimate,
-            receive_timestamp=ntp_from_unix_ns(datagram.received_ns),
+            timestamp=from_unix_ns(self._clock(), ptp) if authenticated else 0,
+            error_estimate=self.config.error_estimate & ~Z_BIT | probe.error_estimate & Z_BIT,
+            receive_timestamp=from_unix_ns(datagram.received_ns, ptp),
             sender_ttl=datagram.hop_limit if datagram.hop_limit is not None else 255,
             tlvs=tlvs,
             pad_to=len(datagram.data),  # symmetric size (RFC 8762 section 4.2.1)
@@ -177,7 +180,7 @@ class Reflector:
         data = codec.encode_reflector(answer, self.config.key)
         if not authenticated:
             late = bytearray(data)
-            T3.pack_into(late, T3_OFFSET, ntp_from_unix_ns(self._clock()))
+            T3.pack_into(late, T3_OFFSET, from_unix_ns(self._clock(), ptp))
             data = bytes(late)
         if self._send(data, datagram.source, reply.traffic_class, reply.ifindex):
             self.stats.reflected += 1
@@ -220,9 +223,15 @@ class Reflector:
 
     def _direct_measurement(self, tlv: DirectMeasurement, probe: codec.SenderPacket) -> Tlv:
         flows = self.config.sessions.get(probe.ssid)
-        block = block_of(unix_ns_from_ntp(probe.timestamp), self.config.period_ns) - 1
-        rx = self._counters.block_packets(flows.forward, block) if flows else None
-        tx = self._counters.block_packets(flows.reverse, block) if flows else None
+        try:
+            sent = to_unix_ns(probe.timestamp, is_ptp(probe.error_estimate))
+        except InvalidTimestamp:
+            sent = None  # no block to report: PTP nanoseconds out of range
+        block = block_of(sent, self.config.period_ns) - 1 if sent is not None else None
+        rx = tx = None
+        if flows and block is not None:
+            rx = self._counters.block_packets(flows.forward, block)
+            tx = self._counters.block_packets(flows.reverse, block)
         if rx is None or tx is None:
             # No counters for this block: say so with U (not processed), never with zeros that
             # would read as a measurement.

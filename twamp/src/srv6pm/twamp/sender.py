@@ -11,6 +11,7 @@ block. A probe without a reply before `timeout_ns` is lost, and so is its block'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field
 
 from . import codec
 from .counters import BlockCounters
-from .error_estimate import clock_error_estimate, is_synchronised
-from .errors import AuthenticationFailed, StampError
+from .error_estimate import clock_error_estimate, is_ptp, is_synchronised
+from .errors import AuthenticationFailed, InvalidTimestamp, StampError
 from .maths import block_of, two_way_delay_ns
 from .results import (
     DelayBlock,
@@ -30,7 +31,7 @@ from .results import (
     ResultSink,
     ResultStore,
 )
-from .timestamps import ntp_from_unix_ns, unix_ns_from_ntp
+from .timestamps import ntp_from_unix_ns, to_unix_ns
 from .tlv import FLAG_I, FLAG_M, FLAG_U, DirectMeasurement, ReturnPath, Tlv
 from .transport import Datagram
 
@@ -104,6 +105,12 @@ class SenderSession:
         self._delay_blocks: dict[int, _BlockDelays] = {}  # block order (blocks only grow)
         self._last_reply: DelayResult | None = None  # jitter pairs it with the next block's first
         self._error_estimate = clock_error_estimate(self.config.clock_synchronised)
+
+    def set_clock_synchronised(self, synchronised: bool) -> None:
+        """The clock gained or lost its external source: probes say so from now on (S bit),
+        and loss is valid only while both ends are synchronised."""
+        self.config = dataclasses.replace(self.config, clock_synchronised=synchronised)
+        self._error_estimate = clock_error_estimate(synchronised)
 
     # ---- sending -----------------------------------------------------------------------------
 
@@ -196,17 +203,24 @@ class SenderSession:
         if pending is None or reply.ssid not in (self.config.ssid, 0):
             self.stats.unmatched += 1  # late (already counted lost), duplicated or foreign
             return
+        # the reflector's Error Estimate says which format its T2 and T3 are in
+        ptp = is_ptp(reply.error_estimate)
+        try:
+            t2, t3 = to_unix_ns(reply.receive_timestamp, ptp), to_unix_ns(reply.timestamp, ptp)
+        except InvalidTimestamp:
+            self.stats.malformed += 1  # PTP nanoseconds out of range: a late reply may still come
+            return
         del self._pending[reply.sender_seq]
         self.stats.received += 1
-        self._record_delay(reply, datagram.received_ns, pending)
+        self._record_delay(reply, t2, t3, datagram.received_ns, pending)
         if pending.block is not None:
             self.results.add_loss(self._loss(reply, pending))
         self._close_delay_blocks(datagram.received_ns)
 
-    def _record_delay(self, reply: codec.ReflectorPacket, t4: int, pending: _Pending) -> None:
+    def _record_delay(
+        self, reply: codec.ReflectorPacket, t2: int, t3: int, t4: int, pending: _Pending
+    ) -> None:
         t1 = pending.sent_ns
-        t2 = unix_ns_from_ntp(reply.receive_timestamp)
-        t3 = unix_ns_from_ntp(reply.timestamp)
         synced = is_synchronised(reply.error_estimate) and self.config.clock_synchronised
         result = DelayResult(
             session=self.config.name,

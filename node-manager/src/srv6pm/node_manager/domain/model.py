@@ -142,6 +142,7 @@ class KernelReflection:
     sessions: tuple[tuple[int, str, str], ...] = ()
     # (sender address, SSID, SID list): the Return Path TLVs it may honour (declared ones)
     return_paths: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
+    allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
 
 
 @dataclass(frozen=True)

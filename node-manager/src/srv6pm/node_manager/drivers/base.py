@@ -100,7 +100,8 @@ class DataPlaneDriver(Protocol):
         ...
 
     def refresh_kernel_reflector(self) -> None:
-        """Bring what the in-kernel reflector reads of the clock (the TAI-UTC offset) up to date."""
+        """Bring what the in-kernel reflector reads of the clock (the TAI-UTC offset) up to date,
+        and hook it on interfaces that appeared since it was set."""
         ...
 
     def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:

@@ -92,7 +92,7 @@ class NodeService:
         guard_ns: int,
         history_blocks: int = 32,
         clock: Callable[[], int] = time.time_ns,
-        clock_synchronised: bool = False,
+        clock_synchronised: Callable[[], bool] = lambda: False,
     ) -> None:
         self._driver = driver
         self.results = results
@@ -108,15 +108,17 @@ class NodeService:
         self._flow_resume: dict[str, int] | None = None  # next block to journal, per flow
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # asked again once per block: a time daemon may gain or lose its source while we run
+        self._clock_synchronised = clock_synchronised
+        self._synced = clock_synchronised()
         self.stamp = StampService(
             driver.in_netns,
             self,
             results,
             period_ns,
-            clock_synchronised,
+            self._synced,
             driver.next_reflector_sequence,
         )
-        self._synced = clock_synchronised
         # what the in-kernel reflector was last given; a sentinel, so the first apply sets it
         self._kernel_reflection: KernelReflection | object | None = object()
         self._reflector_block = -1  # the last block whose counts it was given
@@ -479,6 +481,22 @@ class NodeService:
             return self.blocks.readable_from(current - 1, self.guard_ns)
         return self.blocks.readable_from(current, self.guard_ns)
 
+    def _refresh_clock(self) -> None:
+        """Follow the clock's synchronisation state: the S bit the senders and the reflectors
+        (userspace and kernel) put in their Error Estimates, and whether loss can be valid."""
+        synced = self._clock_synchronised()
+        if synced == self._synced:
+            return
+        log.warning("clock %s", "synchronised" if synced else "no longer synchronised")
+        with self._apply_lock:  # an apply reads the state too
+            self._synced = synced
+            self.stamp.set_clock_synchronised(synced)
+            reflection = self._kernel_reflection
+            if isinstance(reflection, KernelReflection):
+                reflection = replace(reflection, error_estimate=clock_error_estimate(synced))
+                self._driver.set_kernel_reflector(reflection)
+                self._kernel_reflection = reflection
+
     def _publish_reflector_counts(self) -> None:
         """The in-kernel reflector's Direct Measurement counts: the sessions' flows in the last
         closed block, once stable (a session whose counts are not readable is left to
@@ -488,6 +506,7 @@ class NodeService:
         if block <= self._reflector_block or now < self.blocks.readable_from(block, self.guard_ns):
             return
         self._reflector_block = block
+        self._refresh_clock()  # once per block
         reflection = self._kernel_reflection
         if not isinstance(reflection, KernelReflection):
             return
@@ -549,4 +568,5 @@ def kernel_reflection(
             for s in reflector.sessions
             for r in s.return_paths
         ),
+        reflector.allowed_dscp,
     )

@@ -146,6 +146,17 @@ class StampService:
             listening, plan.reflector_socket = plan.reflector_socket, None
             self._apply_reflector(plan.reflector, listening)
 
+    def set_clock_synchronised(self, synchronised: bool) -> None:
+        """Running sessions and the reflector tell their peers the clock's new state."""
+        self._synced = synchronised
+        self._call(self._set_clock_synchronised(synchronised))
+
+    async def _set_clock_synchronised(self, synchronised: bool) -> None:
+        for running in self._senders.values():
+            running.session.set_clock_synchronised(synchronised)
+        if self._reflector:
+            self._reflector[0].config.error_estimate = clock_error_estimate(synchronised)
+
     async def _start_sender(self, spec: SenderSpec, sock: socket.socket) -> _Running:
         config = SenderConfig(
             name=spec.name,

@@ -110,6 +110,7 @@ class LinuxDriver:
     def refresh_kernel_reflector(self) -> None:
         if self._reflector:
             self._reflector.refresh_offset(tai_offset_ns())
+            self._reflector.hook(self.interfaces())
 
     def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
         if self._reflector:

@@ -56,13 +56,14 @@ class Hooks:
     def __init__(self, ipr: IPRoute) -> None:
         self._ipr = ipr
 
-    def _index(self, ifname: str) -> int | None:
+    def index(self, ifname: str) -> int | None:
+        """The interface's index, or None when there is no such interface."""
         found = self._ipr.link_lookup(ifname=ifname)
         return int(found[0]) if found else None
 
     def attached(self, hook: Hook) -> str | None:
         """Name of our filter on `hook`, or None."""
-        index = self._index(hook.ifname)
+        index = self.index(hook.ifname)
         if index is None:
             return None
         try:
@@ -79,7 +80,7 @@ class Hooks:
 
     def attach(self, hook: Hook, program: Path, name: str) -> None:
         """Attach (or atomically replace) our filter on `hook` with the pinned `program`."""
-        index = self._index(hook.ifname)
+        index = self.index(hook.ifname)
         if index is None:
             raise ValueError(f"interface {hook.ifname!r} does not exist")
         try:
@@ -106,7 +107,7 @@ class Hooks:
             os.close(fd)
 
     def detach(self, hook: Hook) -> None:
-        index = self._index(hook.ifname)
+        index = self.index(hook.ifname)
         if index is None:
             return
         try:

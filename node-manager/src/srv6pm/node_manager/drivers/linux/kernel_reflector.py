@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from srv6pm.twamp.timestamps import TAI_UTC_OFFSET_S
 from srv6pm.twamp.tlv import ReturnPath, encode_tlv
 
 from ...domain.errors import FailedPrecondition
@@ -39,9 +40,10 @@ SEQUENCES = "srv6pm_reflector_seq"
 STATS = "srv6pm_reflector_stats"
 BLOCKS = "srv6pm_reflector_blocks"
 PATHS = "srv6pm_reflector_paths"
-# struct reflector_config: address, tai_offset_ns, period_ns, port and error estimate (network
-# order), enabled, stateful, padding
-CONFIG_VALUE = struct.Struct("<16sQQ2s2sBB2x")
+# struct reflector_config: address, tai_offset_ns, period_ns, ptp_offset_ns, allowed_dscp, port
+# and error estimate (network order), enabled, stateful, padding
+CONFIG_VALUE = struct.Struct("<16sQQQQ2s2sBB2x")
+ANY_DSCP = (1 << 64) - 1
 # struct block_counts: the blocks of slots 0 and 1, their forward and reverse counts
 BLOCK_COUNTS = struct.Struct("<QQIIII")
 # struct sequence_key (the paths' key too): sender address, SSID (network order), padding
@@ -59,6 +61,7 @@ STAT_NAMES = (
     "passed_tlv",
     "passed_counts",
     "passed_return_path",
+    "passed_timestamp",
 )
 
 
@@ -71,6 +74,11 @@ class KernelReflectorConfig:
     tai_offset_ns: int = 0  # CLOCK_TAI - CLOCK_REALTIME
     period_ns: int = 0  # the marking period (0: no Direct Measurement in the kernel)
     enabled: bool = True
+    allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
+
+
+def _hooks(interfaces: Iterable[str]) -> list[Hook]:
+    return [Hook(i, REFLECT) for i in sorted(interfaces) if i != "lo"]
 
 
 def default_object() -> Path:
@@ -82,6 +90,8 @@ def encode_config(config: KernelReflectorConfig) -> bytes:
         ipaddress.IPv6Address(config.address).packed,
         config.tai_offset_ns,
         config.period_ns,
+        TAI_UTC_OFFSET_S * 1_000_000_000,  # as the userspace reflector's PTP timestamps count
+        sum(1 << d for d in config.allowed_dscp) if config.allowed_dscp else ANY_DSCP,
         config.port.to_bytes(2, "big"),
         config.error_estimate.to_bytes(2, "big"),
         int(config.enabled),
@@ -106,6 +116,7 @@ class KernelReflector:
         version = hashlib.sha256(obj.read_bytes()).hexdigest()[:12]
         self._name = f"{PROGRAM}_{version}"
         self._hooks = hooks
+        self._hooked: set[int] = set()  # indexes of the interfaces it was hooked on
         self._config: KernelReflectorConfig | None = None
         self._maps_dir = bpf_dir / "reflector" / "maps"
         self._progs_dir = bpf_dir / "reflector" / "progs" / version
@@ -136,10 +147,10 @@ class KernelReflector:
     ) -> None:
         """Answer as `reflection` says on the ingress of every interface (None: pass all up)."""
         assert self._hooks is not None, "apply needs hooks"
-        hooks = [Hook(i, REFLECT) for i in sorted(interfaces) if i != "lo"]
+        self._hooked.clear()  # every interface is checked again
         if reflection is None:
             self.configure(KernelReflectorConfig("::", enabled=False))
-            for hook in hooks:
+            for hook in _hooks(interfaces):
                 self._hooks.detach(hook)
             return
         self.configure(
@@ -150,6 +161,7 @@ class KernelReflector:
                 reflection.stateful,
                 tai_offset_ns,
                 reflection.period_ns,
+                allowed_dscp=reflection.allowed_dscp,
             )
         )
         self.set_decap_sids(reflection.decap_sids)
@@ -159,9 +171,24 @@ class KernelReflector:
                 for sender, ssid, segments in reflection.return_paths
             }
         )
-        for hook in hooks:
+        self.hook(interfaces)
+
+    def hook(self, interfaces: Iterable[str]) -> None:
+        """The program on the ingress of each of `interfaces` not seen since the last apply,
+        while it answers: interfaces that appeared since (a new link, a peer's veth made
+        again) get it too. One an operator took it off stays so until the next apply."""
+        if self._hooks is None or self._config is None or not self._config.enabled:
+            return
+        for hook in _hooks(interfaces):
+            index = self._hooks.index(hook.ifname)
+            if index is None or index in self._hooked:
+                continue
             if self._hooks.attached(hook) != self._name:
-                self._hooks.attach(hook, self.program, self._name)
+                try:
+                    self._hooks.attach(hook, self.program, self._name)
+                except ValueError:
+                    continue  # gone since it was listed
+            self._hooked.add(index)
 
     def configure(self, config: KernelReflectorConfig) -> None:
         value = encode_config(config)
