@@ -18,9 +18,10 @@ over the whole run: sent = replied + lost.
 
 Variants (``--variants``): ``together``: sessions created in one go and started in the same
 loop iteration, as the node manager's apply does; ``spread``: started evenly over one second;
-``offsets``: started together, but each session's loss probe offset in the block
-(SenderConfig.read_offset_ns) is spread over one second after the middle, which the node
-manager does not do today (it leaves the default, the middle, to every session).
+both with each session's loss probe offset in the block (SenderConfig.read_offset_ns) where
+the node manager puts it (``loss_probe_offset_ns``: spread over [T/2, 3T/4) by SSID, so the
+first 10,000 SSIDs span 0.38 s); ``offsets``: started together, loss probe offsets spread
+evenly over one second after the middle.
 
 Run as root: ``python bench/stamp_sessions.py`` (``--help`` for the knobs). Method and results:
 docs/BENCHMARKS.md. Raw data: bench/results/stamp-sessions-<time>.json.
@@ -46,6 +47,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
 from stamp_reflector import (
     RESULTS,
     BenchError,
@@ -161,11 +163,17 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     t_setup = time.monotonic()
     for i in range(n):
         endpoint = Endpoint(open_socket(args.local, 0))
-        # "offsets": loss probes (and so the delay probes after them) spread over 1 s
-        offset = PERIOD_NS // 2 + i * ONE_S // n if args.variant == "offsets" else 0
+        ssid = i % 65535 + 1
+        # "offsets": loss probes (and so the delay probes after them) spread over 1 s; else
+        # where the node manager puts them
+        offset = (
+            PERIOD_NS // 2 + i * ONE_S // n
+            if args.variant == "offsets"
+            else loss_probe_offset_ns(PERIOD_NS, ssid)
+        )
         config = SenderConfig(
             name=f"s{i}",
-            ssid=i % 65535 + 1,
+            ssid=ssid,
             reflector=(args.reflector, PORT),
             forward_flow="fwd",
             reverse_flow="rev",
@@ -174,7 +182,7 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
             timeout_ns=TIMEOUT_NS,
             read_offset_ns=offset,
         )
-        send = probes.wrap(endpoint.send, offset or PERIOD_NS // 2)
+        send = probes.wrap(endpoint.send, offset)
         session = SenderSession(config, counters, send)
         endpoint.serve(session.handle)
         sessions.append(session)

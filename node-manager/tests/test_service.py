@@ -1,6 +1,7 @@
 """NodeService over an in-memory driver: diffing, idempotence and the block read window.
 The same behaviours are tested against the real kernel driver in tests/ (lab)."""
 
+import itertools
 import socket
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +26,7 @@ from srv6pm.node_manager.domain.model import (
 from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
 from srv6pm.node_manager.service.node import NodeService, kernel_reflection
 from srv6pm.node_manager.service.results import ResultsService
+from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
 from srv6pm.twamp.error_estimate import clock_error_estimate
 
 S = 1_000_000_000
@@ -325,3 +327,12 @@ def test_the_snapshot_thread_never_skips_a_block_it_woke_late_in(node):
     clock.now = 1001 * S
     service._snapshot_if_due(clock())
     assert service._next_read() == 1003 * S  # read: the next block's
+
+
+def test_loss_probes_of_consecutive_ssids_spread_over_the_whole_window():
+    # the read window of block k is [start(k+1) + guard, start(k+2)); probes go in [T/2, 3T/4)
+    period = 10 * S
+    offsets = sorted(loss_probe_offset_ns(period, ssid) for ssid in range(1, 1001))
+    assert period // 2 <= offsets[0] and offsets[-1] < period * 3 // 4
+    assert offsets[-1] - offsets[0] > 2.4 * S  # a run of SSIDs covers the window
+    assert max(b - a for a, b in itertools.pairwise(offsets)) < 10_000_000  # no 10 ms gap

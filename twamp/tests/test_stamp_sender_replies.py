@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from srv6pm.twamp import codec
-from srv6pm.twamp.error_estimate import Z_BIT
+from srv6pm.twamp.error_estimate import S_BIT, Z_BIT
 from srv6pm.twamp.sender import SenderConfig, SenderSession
 from srv6pm.twamp.timestamps import ntp_from_unix_ns, ptp_from_unix_ns
 from srv6pm.twamp.transport import Datagram
@@ -137,3 +137,14 @@ def test_a_ptp_reply_with_nanoseconds_out_of_range_is_malformed_and_the_probe_st
     assert (s.stats.received, s.stats.malformed, len(s.results.delay)) == (0, 1, 0)
     deliver(s, codec.encode_reflector(reply))  # the good reply that follows is matched
     assert s.stats.received == 1
+
+
+def test_a_clock_that_loses_its_source_voids_loss_and_says_so_in_later_probes() -> None:
+    s, sent = session()
+    s.set_clock_synchronised(False)
+    s._probe(block=42)
+    probe = codec.decode_sender(sent[1])
+    assert not probe.error_estimate & S_BIT
+    deliver(s, codec.encode_reflector(answer(probe, (codec.DirectMeasurement(100, 98, 100),))))
+    (loss,) = s.results.loss
+    assert not loss.valid and "clocks not synchronised" in loss.reason

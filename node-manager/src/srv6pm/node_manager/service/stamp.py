@@ -56,6 +56,18 @@ class _Running:
     task: asyncio.Task[None]
 
 
+SSID_SPREAD = 40503  # odd, about 65536 / golden ratio: consecutive SSIDs land far apart
+
+
+def loss_probe_offset_ns(period_ns: int, ssid: int) -> int:
+    """When in block k + 1 a session sends the loss probe of block k: spread over [T/2, 3T/4)
+    by SSID, so thousands of sessions do not all send in the same instant (block k stays
+    readable until block k + 2 starts). SSIDs are mostly given out in order from 1, so they
+    are scattered first (multiplication by an odd number permutes 16-bit values), and any
+    run of them covers the whole window."""
+    return period_ns // 2 + (ssid * SSID_SPREAD & 0xFFFF) * (period_ns // 4) // 65536
+
+
 class StampService:
     def __init__(
         self,
@@ -169,9 +181,7 @@ class StampService:
             return_segments=spec.return_segments,
             key=spec.hmac_key or None,
             clock_synchronised=self._synced,
-            # Spread over [T/2, 3T/4) by SSID: thousands of sessions must not all send their
-            # loss probe in the same instant (block k stays readable until block k+2 starts).
-            read_offset_ns=self._period_ns // 2 + spec.ssid * (self._period_ns // 4) // 65536,
+            read_offset_ns=loss_probe_offset_ns(self._period_ns, spec.ssid),
             resume_from_block=self._results.resume_from(spec.name) if self._resuming else None,
         )
         endpoint = Endpoint(sock)
