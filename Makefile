@@ -42,6 +42,7 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy common/src twamp/src node-manager/src collector/src controller/src cli/src lab/src dashboards/src
 	$(PYTHON) -m srv6pm.dashboards --check
+	lint-imports --config pyproject.toml
 
 test: install peers servers lint
 	$(PYTHON) -m pytest
