@@ -81,11 +81,9 @@ def test_the_size_bound_removes_the_oldest_records_first(tmp_path):
 def test_a_full_queue_drops_and_counts_instead_of_blocking(tmp_path):
     j = Journal(tmp_path / "journal.db", 3600, 1 << 30, queue_size=10)
     try:
-        started = time.monotonic()
         j.append(entry(block=b) for b in range(10_000))
-        assert time.monotonic() - started < 5
         j.flush()
-        assert j.stats.dropped > 0
+        assert j.stats.dropped > 0  # a blocking append would have waited instead of dropping
         assert j.stats.appended + j.stats.dropped == 10_000
     finally:
         j.close()
