@@ -367,18 +367,7 @@ class NodeService:
                     f"{_iso(self.blocks.readable_from(block, self.guard_ns))} "
                     f"(now {_iso(now)}, block {current})"
                 )
-            end = self._snapshots.get(block + 1)
-            if end is None or not end.complete:
-                counts = self._journaled_block(names, block)
-            else:
-                readings = {n: self._from_snapshots(n, block) for n in names}
-                missing = [n for n, r in readings.items() if not r.valid]
-                if missing:
-                    raise FailedPrecondition(
-                        f"no baseline for block {block} of flow(s) {', '.join(missing)}: they "
-                        f"were not monitored (or the node manager was down) in block {block - 1}"
-                    )
-                counts = {n: (r.packets, r.bytes) for n, r in readings.items()}
+            counts = self._counts(names, block)
             return BlockReading(block, colour(block), counts)
 
     def _from_snapshots(self, name: str, block: int) -> FlowBlock:
@@ -391,20 +380,36 @@ class NodeService:
         (p1, b1), (p0, b0) = end.counts[name], start.counts[name]
         return FlowBlock(name, block, counter_delta(p1, p0, width), counter_delta(b1, b0, width))
 
-    def _journaled_block(self, names: list[str], block: int) -> dict[str, Count]:
-        """A block whose snapshots are gone, from the flow-block records journaled then."""
+    def _counts(self, names: list[str], block: int) -> dict[str, Count]:
+        """Each flow's count of `block`: from the snapshots around it when both are here, else
+        from the record journaled when it became readable. Only the last few snapshots survive
+        a restart: an end snapshot may outlive its start, and the journal has the block then."""
+        end = self._snapshots.get(block + 1)
         counts: dict[str, Count] = {}
+        missing = []
         for name in names:
+            reading = self._from_snapshots(name, block) if end and end.complete else None
+            if reading and reading.valid:
+                counts[name] = (reading.packets, reading.bytes)
+                continue
             record = self.results.flow_block(name, block)
-            if record is None:
+            if record is not None and record.valid:
+                counts[name] = (record.packets, record.bytes)
+            elif reading is not None:
+                missing.append(name)
+            elif record is None:
                 raise FailedPrecondition(
                     f"block {block} of flow {name!r} was not read inside its safe window "
                     f"(block {block + 1}) and is not in the journal: the node manager was not "
                     "running then, or the journal's retention removed it"
                 )
-            if not record.valid:
+            else:
                 raise FailedPrecondition(f"block {block} of flow {name!r}: {record.reason}")
-            counts[name] = (record.packets, record.bytes)
+        if missing:
+            raise FailedPrecondition(
+                f"no baseline for block {block} of flow(s) {', '.join(missing)}: they "
+                f"were not monitored (or the node manager was down) in block {block - 1}"
+            )
         return counts
 
     def _block_records(self, block: int) -> Publication:
