@@ -37,13 +37,6 @@
 #define MAX_OPTIONS 8
 #define MAX_GSO_HEADERS 10
 
-#define ROLE_INGRESS 1
-#define ROLE_TRANSIT 2
-#define ROLE_EGRESS 3
-
-#define MODE_ALTMARK 1
-#define MODE_DSCP 2
-
 #define IP6OPT_PAD1 0x00
 #define IP6OPT_PADN 0x01
 #define IP6OPT_ALTMARK 0x12 /* RFC 9343 (IANA Destination Options and Hop-by-Hop Options) */
@@ -57,7 +50,7 @@
  * then the stack: TC_ACT_OK would end classification here. */
 #define PASS TC_ACT_UNSPEC
 
-/* What a program saw but could not count for a flow; keep in sync with maps.py (Reason). */
+/* What a program saw but could not count for a flow: srv6pm_stats's indexes (maps.Reason). */
 enum reason {
 	REASON_NOT_SRV6,     /* not IPv6, or IPv6 with neither an SRH nor our mark */
 	REASON_UNMARKED,     /* SRv6 at a counting hook without our mark: a policy not monitored */
@@ -69,9 +62,29 @@ enum reason {
 	NREASONS,
 };
 
+/* Enums one octet wide (a clang extension: C23's fixed underlying type) so the map values keep
+ * their layout and their BTF names the enum; maps.py and srv6pm.common.srv6.Role mirror them,
+ * and tests/test_contract_btf.py compares both by name and value. */
+enum role : __u8 {
+	ROLE_INGRESS = 1, /* encapsulates: marks and counts */
+	ROLE_TRANSIT = 2,
+	ROLE_EGRESS = 3,
+};
+
+enum marking_mode : __u8 {
+	MODE_ALTMARK = 1, /* RFC 9343 option in a Destination Options header before the SRH */
+	MODE_DSCP = 2,    /* two bits of the outer Traffic Class */
+};
+
+/* Enums no map's type names (they index arrays) reach the object's BTF through this variable.
+ * No program uses it and libbpf skips its section: it is never loaded. */
+struct btf_enums {
+	enum reason reason;
+} srv6pm_btf_enums SEC(".srv6pm.btf");
+
 struct flow_value {
 	__u32 slot;
-	__u8 role;
+	enum role role;
 	__u8 nsegs;
 	__u16 pad;
 	__u32 flowmon_id; /* written into the AltMark option by the ingress node */
@@ -79,10 +92,10 @@ struct flow_value {
 	struct in6_addr segs[MAX_SEGMENTS]; /* SRH order: segs[0] is the last segment */
 };
 
-/* FlowMonID -> counter slot, for transit and egress roles. role 0: no flow. */
+/* FlowMonID -> counter slot, for transit and egress roles. */
 struct flowmon_entry {
 	__u16 slot;
-	__u8 role;
+	enum role role; /* 0: no flow */
 	__u8 pad;
 };
 
@@ -97,7 +110,7 @@ struct config {
 	__u32 generation;    /* bumped on every change so cached colours are dropped */
 	__u8 monitored_bit;  /* DSCP mode: Traffic Class bits */
 	__u8 colour_bit;
-	__u8 mode;
+	enum marking_mode mode;
 	__u8 pad;
 };
 

@@ -66,7 +66,8 @@
 #define NTP_ERA_S (1ULL << 32)
 #define NEXTHDR_ROUTING 43
 
-/* What the program did with a packet for the reflector; keep in sync with maps.py. */
+/* What the program did with a packet for the reflector: srv6pm_reflector_stats's indexes
+ * (kernel_reflector.Stat). */
 enum reflector_stat {
 	STAT_REFLECTED,	      /* answered here */
 	STAT_PASSED_LENGTH,   /* shorter than the base (TWAMP-Light), or TLVs beyond the bound */
@@ -79,6 +80,13 @@ enum reflector_stat {
 	STAT_PASSED_TIMESTAMP,	 /* Direct Measurement with a sender timestamp it cannot read */
 	STAT_MAX,
 };
+
+/* Enums no map's type names (they index arrays) reach the object's BTF through this variable,
+ * where tests/test_contract_btf.py compares them with Python by name and value. No program uses
+ * it and libbpf skips its section: it is never loaded. */
+struct btf_enums {
+	enum reflector_stat stat;
+} srv6pm_btf_enums SEC(".srv6pm.btf");
 
 struct reflector_config {
 	__u8 address[16];	 /* the reflector address probes are sent to */
