@@ -21,7 +21,8 @@ from scapy.layers.inet6 import (
 )
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
-from srv6pm.node_manager.domain.model import Marking, MarkingMode, MonitoredFlow, Role
+from srv6pm.common.srv6 import Role
+from srv6pm.node_manager.domain.model import Marking, MarkingMode, MonitoredFlow
 
 pytestmark = pytest.mark.root
 

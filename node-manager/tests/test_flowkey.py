@@ -2,8 +2,8 @@ import ipaddress
 
 from hypothesis import given
 from hypothesis import strategies as st
+from srv6pm.common.srv6 import Role
 from srv6pm.node_manager.domain.flowkey import flow_key, srh_order
-from srv6pm.node_manager.domain.model import Role
 from srv6pm.node_manager.drivers.linux import maps
 
 sids = st.lists(

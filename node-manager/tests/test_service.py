@@ -6,11 +6,10 @@ import socket
 from dataclasses import dataclass, field, replace
 
 import pytest
+from srv6pm.common.srv6 import Behaviour, EncapMode, Role
 from srv6pm.node_manager.adapters.journal import Journal
 from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
 from srv6pm.node_manager.domain.model import (
-    Behaviour,
-    EncapMode,
     KernelReflection,
     LocalSid,
     Marking,
@@ -20,7 +19,6 @@ from srv6pm.node_manager.domain.model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
-    Role,
     SrPolicy,
 )
 from srv6pm.node_manager.drivers.base import Capabilities, ColourCount

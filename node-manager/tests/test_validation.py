@@ -1,9 +1,9 @@
 import pytest
+from srv6pm.common.srv6 import Behaviour, Role
 from srv6pm.node_manager.api import convert
 from srv6pm.node_manager.domain import validation
 from srv6pm.node_manager.domain.errors import InvalidArgument
 from srv6pm.node_manager.domain.model import (
-    Behaviour,
     LocalSid,
     Marking,
     MarkingMode,
@@ -12,7 +12,6 @@ from srv6pm.node_manager.domain.model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
-    Role,
     SenderSession,
     SrPolicy,
 )

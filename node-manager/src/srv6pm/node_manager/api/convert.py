@@ -4,17 +4,16 @@ refused here, with the field they came in."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, TypeVar
 
+from srv6pm.common.srv6 import Behaviour, EncapMode, Role
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2 as records
 
-from ..adapters.records import ROLE_TO_PB
 from ..domain.errors import InvalidArgument
 from ..domain.model import (
     STAMP_PORT,
-    Behaviour,
-    EncapMode,
     LocalSid,
     Marking,
     MarkingMode,
@@ -27,31 +26,23 @@ from ..domain.model import (
     SrPolicy,
 )
 
-_MODES = {
-    pb.ENCAP_MODE_ENCAP: EncapMode.ENCAP,
-    pb.ENCAP_MODE_ENCAP_RED: EncapMode.ENCAP_RED,
-    pb.ENCAP_MODE_INLINE: EncapMode.INLINE,
-    pb.ENCAP_MODE_L2ENCAP: EncapMode.L2ENCAP,
-}
-_BEHAVIOURS = {
-    pb.BEHAVIOUR_END: Behaviour.END,
-    pb.BEHAVIOUR_END_X: Behaviour.END_X,
-    pb.BEHAVIOUR_END_T: Behaviour.END_T,
-    pb.BEHAVIOUR_END_DT4: Behaviour.END_DT4,
-    pb.BEHAVIOUR_END_DT6: Behaviour.END_DT6,
-    pb.BEHAVIOUR_END_DT46: Behaviour.END_DT46,
-    pb.BEHAVIOUR_END_DX4: Behaviour.END_DX4,
-    pb.BEHAVIOUR_END_DX6: Behaviour.END_DX6,
-}
-_ROLES = {v: k for k, v in ROLE_TO_PB.items()}
-_MARKING_MODES = {
-    pb.MARKING_MODE_ALTMARK: MarkingMode.ALTMARK,
-    pb.MARKING_MODE_DSCP: MarkingMode.DSCP,
-}
+E = TypeVar("E", bound=Enum)
+
+
+def by_name(domain: type[E], enum_pb: Any, prefix: str) -> dict[Any, E]:
+    """Proto enum values to domain members of the same name (ENCAP_MODE_ENCAP_RED for
+    EncapMode.ENCAP_RED); a member the proto lacks is a KeyError at import, never a request."""
+    return {enum_pb.Value(prefix + member.name): member for member in domain}
+
+
+_MODES = by_name(EncapMode, pb.EncapMode, "ENCAP_MODE_")
+_BEHAVIOURS = by_name(Behaviour, pb.Behaviour, "BEHAVIOUR_")
+_ROLES = by_name(Role, records.Role, "ROLE_")
+_MARKING_MODES = by_name(MarkingMode, pb.MarkingMode, "MARKING_MODE_")
 MODE_TO_PB = {v: k for k, v in _MODES.items()}
 BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
+ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
 MARKING_MODE_TO_PB = {v: k for k, v in _MARKING_MODES.items()}
-E = TypeVar("E")
 
 
 def _enum(table: Mapping[Any, E], value: int, what: str, enum_pb: Any) -> E:

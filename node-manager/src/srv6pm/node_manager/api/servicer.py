@@ -16,7 +16,6 @@ from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
 from .. import __version__
-from ..adapters import records
 from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import Changes
 from ..service.node import NodeService
@@ -134,7 +133,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                     pb.FlowCounters(
                         flow=name,
                         segments=flows[name].segments,
-                        role=records.ROLE_TO_PB[flows[name].role],
+                        role=convert.ROLE_TO_PB[flows[name].role],
                         colours=[
                             pb.ColourCounters(packets=c.packets, bytes=c.bytes) for c in per_colour
                         ],
@@ -154,7 +153,7 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 block=reading.block,
                 colour=reading.colour,
                 flows=[
-                    pb.BlockCounters(flow=n, role=records.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
+                    pb.BlockCounters(flow=n, role=convert.ROLE_TO_PB[roles[n]], packets=p, bytes=b)
                     for n, (p, b) in reading.counts.items()
                 ],
             )
@@ -173,7 +172,9 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             return pb.ReadResultsResponse(
                 loss=loss,
                 delay=delay,
-                probes=[records.probe(x) for x in probes if x.sent_ns >= request.since_unix_ns],
+                probes=results.probe_records(
+                    x for x in probes if x.sent_ns >= request.since_unix_ns
+                ),
                 senders=[
                     pb.SenderStats(session=name, **asdict(st)) for name, st in senders.items()
                 ],

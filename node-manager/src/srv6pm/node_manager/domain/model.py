@@ -1,43 +1,16 @@
-"""The node's desired state: SR policies, local SIDs, monitored flows, marking bits."""
+"""The node's desired state: SR policies, local SIDs, monitored flows, marking bits. Behaviours,
+head-end modes and roles are srv6pm's shared SRv6 vocabulary (srv6pm.common.srv6)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
+from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+
 MAX_SEGMENTS = 16
 DEFAULT_MONITORED_BIT = 0x04  # DSCP xxxxx1: RFC 2474 pool 2/3, for local use
 DEFAULT_COLOUR_BIT = 0x08
-
-
-class EncapMode(enum.Enum):
-    """SR policy head-end behaviours (RFC 8986 section 5); values are the kernel's names."""
-
-    ENCAP = "encap"
-    ENCAP_RED = "encap.red"
-    INLINE = "inline"
-    L2ENCAP = "l2encap"
-
-
-class Behaviour(enum.Enum):
-    """Local SID behaviours (RFC 8986 section 4); values are the kernel's action names."""
-
-    END = "End"
-    END_X = "End.X"
-    END_T = "End.T"
-    END_DT4 = "End.DT4"
-    END_DT6 = "End.DT6"
-    END_DT46 = "End.DT46"
-    END_DX4 = "End.DX4"
-    END_DX6 = "End.DX6"
-
-
-class Role(enum.IntEnum):
-    """Where a node sits on a monitored flow; values are the eBPF program's."""
-
-    INGRESS = 1
-    TRANSIT = 2
-    EGRESS = 3
 
 
 @dataclass(frozen=True)

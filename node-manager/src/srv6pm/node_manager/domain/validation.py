@@ -11,12 +11,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
+from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+
 from .errors import InvalidArgument
 from .model import (
     MAX_FLOWMON_ID,
     MAX_SEGMENTS,
-    Behaviour,
-    EncapMode,
     LocalSid,
     Marking,
     MarkingMode,
@@ -25,7 +25,6 @@ from .model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
-    Role,
     SenderSession,
     SrPolicy,
 )

@@ -7,9 +7,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from srv6pm.common.srv6 import Behaviour, EncapMode
+
 from ..domain.model import (
-    Behaviour,
-    EncapMode,
     KernelReflection,
     LocalSid,
     Marking,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from srv6pm.common.srv6 import Behaviour
 from srv6pm.twamp.error_estimate import clock_error_estimate
 from srv6pm.twamp.sender import MAX_GAP_BLOCKS
 
@@ -21,7 +22,6 @@ from ..domain.blocks import BlockClock, FlowBlock, colour, counter_delta
 from ..domain.errors import FailedPrecondition, InvalidArgument, NodeManagerError, NotFound
 from ..domain.model import (
     ApplyResult,
-    Behaviour,
     Changes,
     KernelReflection,
     LocalSid,

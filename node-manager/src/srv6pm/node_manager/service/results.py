@@ -121,6 +121,11 @@ class ResultsService:
         rows, more = self.journal.records(Kind.DELAY, session or None, since_block, limit)
         return [pb.MeasurementRecord.FromString(r).delay for r in rows], more
 
+    @staticmethod
+    def probe_records(probes: Iterable[DelayResult]) -> list[pb.ProbeRecord]:
+        """Recent probes (in memory) as ReadResults returns them."""
+        return [records.probe(p) for p in probes]
+
     def flow_block(self, flow: str, block: int) -> pb.FlowBlockRecord | None:
         row = self.journal.record_of(Kind.FLOW, flow, block)
         return pb.MeasurementRecord.FromString(row).flow_block if row else None

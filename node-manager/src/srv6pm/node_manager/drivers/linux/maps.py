@@ -10,8 +10,10 @@ import enum
 import struct
 from collections.abc import Sequence
 
+from srv6pm.common.srv6 import Role
+
 from ...domain.flowkey import srh_order
-from ...domain.model import MAX_SEGMENTS, Role
+from ...domain.model import MAX_SEGMENTS
 
 # Pinned maps live in a directory per layout: a program whose maps changed shape starts with
 # new maps (and its flows are installed again) instead of failing to reuse the old ones.

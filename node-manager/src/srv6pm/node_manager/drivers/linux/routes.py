@@ -15,9 +15,10 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.rtmsg import rtmsg
+from srv6pm.common.srv6 import Behaviour, EncapMode
 
 from ...domain.errors import FailedPrecondition
-from ...domain.model import Behaviour, EncapMode, LocalSid, SrPolicy
+from ...domain.model import LocalSid, SrPolicy
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,18 @@ _SRH = rtmsg.seg6_encap_info.ipv6_sr_hdr
 _SRH.encapmodes = {**_SRH.encapmodes, "l2encap": 2, "encap.red": 3}
 _SRH.r_encapmodes = {v: k for k, v in _SRH.encapmodes.items()}
 _ACTION_NAMES = {v: k for k, v in rtmsg.seg6local_encap_info.action.actions.items()}
+
+# srv6pm's head-end modes and behaviours by the kernel's names (iproute2's): the kernel says
+# "encap.red" for H.Encaps.Red; its seg6local action names are the RFC's.
+KERNEL_MODES = {
+    EncapMode.ENCAP: "encap",
+    EncapMode.ENCAP_RED: "encap.red",
+    EncapMode.INLINE: "inline",
+    EncapMode.L2ENCAP: "l2encap",
+}
+KERNEL_ACTIONS = {b: b.value for b in Behaviour}
+_MODES = {v: k for k, v in KERNEL_MODES.items()}
+_BEHAVIOURS = {v: k for k, v in KERNEL_ACTIONS.items()}
 
 
 def _table(table: int) -> int:
@@ -71,14 +84,17 @@ class Routes:
             srh = encap.get("SEG6_IPTUNNEL_SRH") if encap else None
             if not srh:
                 continue
-            segs = [s for s in srh["segs"] if s != "::"] if srh["mode"] == "inline" else srh["segs"]
+            mode = _MODES[srh["mode"]]
+            segs = (
+                [s for s in srh["segs"] if s != "::"] if mode is EncapMode.INLINE else srh["segs"]
+            )
             dev = names.get(int(route.get("oif")), "")
             found.append(
                 SrPolicy(
                     name="",
                     prefix=f"{route.get('dst')}/{route['dst_len']}",
                     segments=tuple(reversed(segs)),
-                    mode=EncapMode(srh["mode"]),
+                    mode=mode,
                     device=dev,
                     table=_canon_table(route.get("table")),
                 )
@@ -92,7 +108,7 @@ class Routes:
             dst=p.prefix,
             oif=self.ifindex(p.device) if p.device else self._toward(p.segments[0]),
             table=_table(p.table),
-            encap={"type": "seg6", "mode": p.mode.value, "segs": segs},
+            encap={"type": "seg6", "mode": KERNEL_MODES[p.mode], "segs": segs},
         )
 
     def remove_policy(self, p: SrPolicy) -> None:
@@ -108,7 +124,7 @@ class Routes:
             action = encap.get("SEG6_LOCAL_ACTION") if encap else None
             if action is None:
                 continue
-            behaviour = Behaviour(_ACTION_NAMES[action])
+            behaviour = _BEHAVIOURS[_ACTION_NAMES[action]]
             nexthop = encap.get("SEG6_LOCAL_NH6") or encap.get("SEG6_LOCAL_NH4") or ""
             lookup = encap.get("SEG6_LOCAL_TABLE") or encap.get("SEG6_LOCAL_VRFTABLE") or 0
             dev = names.get(int(route.get("oif")), "")
@@ -246,7 +262,7 @@ def _probe_args(b: Behaviour) -> tuple[str, int]:
 
 
 def _seg6local(s: LocalSid) -> dict[str, Any]:
-    encap: dict[str, Any] = {"type": "seg6local", "action": s.behaviour.value}
+    encap: dict[str, Any] = {"type": "seg6local", "action": KERNEL_ACTIONS[s.behaviour]}
     if s.behaviour in (Behaviour.END_X, Behaviour.END_DX6):
         encap["nh6"] = s.nexthop
     elif s.behaviour is Behaviour.END_DX4:
