@@ -12,58 +12,58 @@ and measures how much of r1's core it takes. Then a short separate pass reads th
 cost from the kernel's bpf_stats. Every sample also checks, through ReadCounters, that the
 programs counted every forwarded packet.
 
-Run as root: ``python bench/forwarding.py`` (``--help`` for the knobs; progress on stderr, the
-table on stdout). Method: docs/BENCHMARKS.md. Raw data: bench/results/forwarding-<timestamp>.json.
+Run as root: ``python3 -m bench.forwarding`` or ``python3 bench/forwarding.py`` (``--help`` for
+the knobs, ``--quick`` for a smoke run; progress on stderr, the table on stdout). Method:
+docs/BENCHMARKS.md. Raw data: bench/results/forwarding-<YYYYMMDD-HHMMSS>.json (the run id).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # python3 bench/forwarding.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import argparse
 import contextlib
-import ctypes
-import fcntl
-import hashlib
 import ipaddress
 import json
-import os
-import platform
-import signal
-import socket
-import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any
 
 import grpc
-from machine import machine  # bench/machine.py, beside this script
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import HBHOptUnknown, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from srv6pm.lab import Lab, LabError, Topology
-from srv6pm.node_manager.drivers.linux.bpftool import bpf_syscall, obj_get
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 from srv6pm.proto.v1 import records_pb2
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-BIN = HERE / "bin"
-RESULTS = HERE / "results"
-TOPOLOGY = HERE / "forwarding.yaml"
-PREFIX = "bzfwd"
-BASE_PORT = 52000
-PROBE_DIR = Path("/sys/fs/bpf") / f"{PREFIX}-probe"
-LOCK = BIN / "forwarding.lock"
+from bench.harness import generators, provenance, trials
+from bench.harness.bpf import NetRxProbe, bpf_stats, program_stats
+from bench.harness.meters import backlog_drops, cpu_times, process_cpu_s, wait_idle
+from bench.harness.pinning import LOAD_CORE, MEASURED_CORE, rps_command, taskset
+from bench.harness.report import quartile_span, yes_no
+from bench.harness.run import RESULTS, BenchError, Run, execute, progress
+from bench.harness.stats import median, paired, quartiles
+from bench.harness.topology import NetnsCounters, lab_running, read_mac, sh, single_instance
 
-GEN_CORE = 0  # generator, sink receive, node manager, this script
-ROUTER_CORE = 1  # r1's receive and forwarding (RPS)
+HERE = Path(__file__).resolve().parent
+TOPOLOGY = HERE / "forwarding.yaml"
+PREFIX = "bzfwd"  # lab namespaces, nft table, probe pins (--prefix)
+BASE_PORT = 52000
+LOCK = generators.BIN / "forwarding.lock"
+
+GEN_CORE = LOAD_CORE  # generator, sink receive, node manager, this script
+ROUTER_CORE = MEASURED_CORE  # r1's receive and forwarding (RPS)
 
 ROLES = ("ingress", "transit")
 SIZES = (1, 16, 1000, 10000)  # policies (ingress) or flows (both roles) per group
@@ -81,13 +81,6 @@ DSCP_MARKED = 0x0C  # outer Traffic Class of DSCP-marked transit frames: monitor
 ALTMARK_COLOUR = 0  # L bit of the transit frames' AltMark option (constant)
 FRAME_BYTES = {"ip": 78, "altmark": 166, "dscp": 158}  # gen -> r1, on the wire
 
-# bpf(2) commands used directly: bpftool 7.1 can neither attach raw tracepoints nor hold
-# BPF_ENABLE_STATS open (an fd that turns bpf_stats off by itself when this process dies).
-BPF_MAP_LOOKUP_ELEM = 1
-BPF_RAW_TRACEPOINT_OPEN = 17
-BPF_ENABLE_STATS = 32
-BPF_STATS_RUN_TIME = 0
-
 STATS_FIELDS = (
     "counted",
     "not_srv6",
@@ -99,237 +92,7 @@ STATS_FIELDS = (
 )
 
 
-# ---- small helpers ---------------------------------------------------------------------------
-
-
-class BenchError(Exception):
-    """A failure with a message meant for the user."""
-
-
-def run(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """Run a command, raise BenchError with its stderr if it fails."""
-    r = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-    if r.returncode != 0:
-        raise BenchError(f"`{' '.join(argv)}` failed: {r.stderr.strip()}")
-    return r
-
-
-def build(source: Path, target: Path, argv: list[str]) -> Path:
-    """Compile ``source`` into ``target`` with ``argv`` unless ``target`` is newer."""
-    if target.exists() and target.stat().st_mtime >= source.stat().st_mtime:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    run([*argv, str(source), "-o", str(target)])
-    return target
-
-
-def build_tools() -> tuple[Path, Path, Path]:
-    """The generator binary, the softirq probe and the empty tc program, rebuilt when stale."""
-    pktgen = build(HERE / "pktgen.c", BIN / "pktgen", ["gcc", "-O2", "-Wall", "-Wextra"])
-    include = f"-I/usr/include/{platform.machine()}-linux-gnu"
-    clang = ["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", include, "-c"]
-    probe = build(HERE / "softirq.bpf.c", BIN / "softirq.bpf.o", clang)
-    empty = build(HERE / "empty.bpf.c", BIN / "empty.bpf.o", clang)
-    return pktgen, probe, empty
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-# ---- bpf(2) ----------------------------------------------------------------------------------
-
-
-class _RawTracepointAttr(ctypes.Structure):
-    _fields_ = (
-        ("name", ctypes.c_uint64),
-        ("prog_fd", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
-        ("cookie", ctypes.c_uint64),
-    )
-
-
-class _MapLookupAttr(ctypes.Structure):
-    _fields_ = (
-        ("map_fd", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
-        ("key", ctypes.c_uint64),
-        ("value", ctypes.c_uint64),
-        ("flags", ctypes.c_uint64),
-    )
-
-
-class _EnableStatsAttr(ctypes.Structure):
-    _fields_ = (("type", ctypes.c_uint32),)
-
-
-def bpf(cmd: int, attr: ctypes.Structure) -> int:
-    """The bpf(2) system call; returns its (fd) result or raises OSError."""
-    result = bpf_syscall(cmd, attr)
-    if result < 0:
-        raise OSError(-result, os.strerror(-result))
-    return result
-
-
-@contextlib.contextmanager
-def bpf_stats() -> Iterator[None]:
-    """kernel.bpf_stats_enabled for the duration (and never longer, even on a crash)."""
-    fd = bpf(BPF_ENABLE_STATS, _EnableStatsAttr(type=BPF_STATS_RUN_TIME))
-    try:
-        yield
-    finally:
-        os.close(fd)
-
-
-class _NetRxTime(ctypes.Structure):
-    """struct net_rx_time of bench/softirq.bpf.c (one per possible CPU in a lookup)."""
-
-    _fields_ = (
-        ("start_ns", ctypes.c_uint64),
-        ("total_ns", ctypes.c_uint64),
-        ("runs", ctypes.c_uint64),
-    )
-
-
-def possible_cpus() -> int:
-    """Number of possible CPUs (a per-CPU map value holds one slot for each)."""
-    text = Path("/sys/devices/system/cpu/possible").read_text().strip()
-    return max(int(part.split("-")[-1]) for part in text.split(",")) + 1
-
-
-class NetRxProbe:
-    """NET_RX softirq time per CPU (bench/softirq.bpf.c), attached while the object lives."""
-
-    def __init__(self, obj: Path) -> None:
-        remove_pins(PROBE_DIR)
-        PROBE_DIR.mkdir(parents=True)  # bpftool pins into an existing directory only
-        progs, maps = str(PROBE_DIR / "progs"), str(PROBE_DIR / "maps")
-        run(["bpftool", "prog", "loadall", str(obj), progs, "pinmaps", maps])
-        self._fds: list[int] = []
-        try:
-            self._map_fd = obj_get(PROBE_DIR / "maps" / "bench_net_rx")
-            self._fds.append(self._map_fd)
-            for tracepoint in ("softirq_entry", "softirq_exit"):
-                self._fds.append(self._attach(tracepoint))
-        except BaseException:
-            self.close()
-            raise
-
-    def _attach(self, tracepoint: str) -> int:
-        prog = obj_get(PROBE_DIR / "progs" / f"bench_{tracepoint}")
-        try:
-            name = ctypes.create_string_buffer(tracepoint.encode())
-            attr = _RawTracepointAttr(name=ctypes.addressof(name), prog_fd=prog)
-            return bpf(BPF_RAW_TRACEPOINT_OPEN, attr)
-        finally:
-            os.close(prog)
-
-    def read(self, cpu: int) -> tuple[int, int]:
-        """(nanoseconds in NET_RX, NET_RX runs) on ``cpu`` since the probe was loaded.
-
-        One bpf(2) call rather than a bpftool process: the read lands microseconds after the
-        other counters of a snapshot.
-        """
-        key = ctypes.c_uint32(0)
-        values = (_NetRxTime * possible_cpus())()
-        attr = _MapLookupAttr(
-            map_fd=self._map_fd, key=ctypes.addressof(key), value=ctypes.addressof(values)
-        )
-        bpf(BPF_MAP_LOOKUP_ELEM, attr)
-        return values[cpu].total_ns, values[cpu].runs
-
-    def close(self) -> None:
-        for fd in self._fds:  # closing the link fds detaches the programs
-            os.close(fd)
-        self._fds = []
-        remove_pins(PROBE_DIR)
-
-
-def remove_pins(path: Path) -> None:
-    """Unpin a bpffs tree (unlinking releases the objects)."""
-    if path.is_dir():
-        for sub in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            if sub.is_dir():
-                sub.rmdir()
-            else:
-                sub.unlink()
-        path.rmdir()
-
-
-# ---- reading counters ------------------------------------------------------------------------
-
-
-class NetnsCounters:
-    """Interface counters of one namespace, read from here without a process per read.
-
-    A /proc/<pid>/net file belongs to the namespace of that process when it is opened and keeps
-    it for as long as it is open, so a short-lived process in the namespace is enough. Reads
-    are then microseconds apart, so the window edges of all counters coincide.
-    """
-
-    def __init__(self, lab: Lab, node: str) -> None:
-        proc = lab.popen(node, ["sleep", "60"])
-        try:
-            self._file = self._open_in_netns(proc.pid, node)
-        finally:
-            proc.kill()  # our own child, by its handle
-            proc.wait()
-
-    @staticmethod
-    def _open_in_netns(pid: int, node: str) -> TextIO:
-        own = os.readlink("/proc/self/ns/net")
-        deadline = time.monotonic() + 5
-        while os.readlink(f"/proc/{pid}/ns/net") == own:  # until `ip netns exec` has run
-            if time.monotonic() > deadline:
-                raise BenchError(f"helper process in {node} did not enter its namespace")
-            time.sleep(0.01)
-        return open(f"/proc/{pid}/net/dev")  # kept open: it holds the namespace
-
-    def read(self, ifname: str) -> dict[str, int]:
-        """rx/tx packets and drops of ``ifname``."""
-        self._file.seek(0)
-        for line in self._file.read().splitlines()[2:]:
-            name, _, rest = line.partition(":")
-            if name.strip() == ifname:
-                f = [int(x) for x in rest.split()]
-                return {"rx": f[1], "rx_drop": f[3], "tx": f[9], "tx_drop": f[11]}
-        raise BenchError(f"no interface {ifname} in {self._file.name}")
-
-    def close(self) -> None:
-        self._file.close()
-
-
-USER_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_times(cpu: int) -> tuple[float, float]:
-    """(idle seconds, tick-sampled busy seconds) of ``cpu`` from /proc/stat.
-
-    The idle figure is exact: with NO_HZ the kernel timestamps idle entry and exit and stops
-    the idle clock while it handles an interrupt, softirqs included (/proc/stat only rounds it
-    to 10 ms). The busy columns are not: this kernel has no IRQ time accounting and samples
-    them on the tick, which is stopped while the core idles between bursts, so most of the
-    softirq work of forwarding falls between ticks. Busy is therefore 1 - idle / elapsed; the
-    sampled figure is kept only to show the difference. (cpuidle residency is no better: it
-    counts the interrupt and softirq work done on waking from HLT as idle.)
-    """
-    for line in Path("/proc/stat").read_text().splitlines():
-        name, *fields = line.split()
-        if name == f"cpu{cpu}":
-            f = [int(x) for x in fields]
-            user, nice, system, idle, iowait, irq, softirq = f[:7]
-            return (idle + iowait) / USER_HZ, (user + nice + system + irq + softirq) / USER_HZ
-    raise BenchError(f"no cpu{cpu} in /proc/stat")
-
-
-def backlog_drops(cpu: int) -> int:
-    """Packets dropped because ``cpu``'s input backlog was full (/proc/net/softnet_stat)."""
-    lines = Path("/proc/net/softnet_stat").read_text().splitlines()
-    return int(lines[cpu].split()[1], 16)
+# ---- counters at the edges of a window ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -343,26 +106,6 @@ class Snapshot:
     forwarded: int  # r1 -> sink, received by sink
     backlog_drops: int
     node_manager_cpu_s: float  # r1's node manager (it shares the generator's core)
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU time of a process (all its threads, and its children once they have exited)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(x) for x in fields[11:15]) / USER_HZ  # utime stime cutime cstime
-
-
-def wait_idle(pid: int, min_s: float, quiet_s: float = 0.3, max_s: float = 10.0) -> float:
-    """Wait at least ``min_s``, then until ``pid`` used (almost) no CPU for ``quiet_s``, at
-    most ``max_s`` in all; returns the time waited. After a large ApplyState the node manager
-    keeps working for a while on the generator's core, which makes the generator fall behind."""
-    start = time.monotonic()
-    time.sleep(min_s)
-    while time.monotonic() - start < max_s:
-        before = process_cpu_s(pid)
-        time.sleep(quiet_s)
-        if process_cpu_s(pid) - before <= 0.02:
-            break
-    return time.monotonic() - start
 
 
 class Meters:
@@ -392,7 +135,7 @@ class Meters:
             gen["tx"] + gen["tx_drop"],
             sink["rx"],
             drops,
-            process_cpu_s(self._node_manager),
+            process_cpu_s(self._node_manager, children=True) or 0.0,
         )
 
     def close(self) -> None:
@@ -683,26 +426,20 @@ class R1:
         self._channel.close()
 
 
-def sh(lab: Lab, node: str, command: str) -> None:
-    r = lab.exec(node, ["sh", "-c", command], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise BenchError(f"{node}: `{command}` failed: {r.stderr.strip()}")
-
-
-def prepare_network(lab: Lab) -> tuple[str, str]:
+def prepare_network(lab: Lab, prefix: str) -> tuple[str, str]:
     """RPS, the sink's drop, r1's neighbour entry, clsact qdiscs; returns (gen's MAC, r1's MAC
     toward gen)."""
     r1_in, r1_out = lab.interface("r1", "gen"), lab.interface("r1", "sink")
     sink_in = lab.interface("sink", "r1")
     # r1's receive and forwarding on the router core, away from the generator.
-    sh(lab, "r1", f"echo {1 << ROUTER_CORE:x} > /sys/class/net/{r1_in}/queues/rx-0/rps_cpus")
+    sh(lab, "r1", rps_command(r1_in, ROUTER_CORE))
     # veth delivers on the transmitting CPU: without this the sink's receive would run on the
     # router core and be counted as r1's work.
-    sh(lab, "sink", f"echo {1 << GEN_CORE:x} > /sys/class/net/{sink_in}/queues/rx-0/rps_cpus")
+    sh(lab, "sink", rps_command(sink_in, GEN_CORE))
     # The sink drops everything at once, on the netdev ingress hook (this kernel has neither
     # cls_matchall nor act_gact); it only counts, with its interface rx counter.
     ruleset = (
-        f"table netdev {PREFIX} {{\n  chain sink {{\n"
+        f"table netdev {prefix} {{\n  chain sink {{\n"
         f'    type filter hook ingress device "{sink_in}" priority 0; policy drop;\n  }}\n}}\n'
     )
     r = lab.exec("sink", ["nft", "-f", "-"], input=ruleset, capture_output=True, text=True)
@@ -718,13 +455,6 @@ def prepare_network(lab: Lab) -> tuple[str, str]:
     for dev in (r1_in, r1_out):
         sh(lab, "r1", f"tc qdisc replace dev {dev} clsact")
     return read_mac(lab, "gen", lab.interface("gen", "r1")), read_mac(lab, "r1", r1_in)
-
-
-def read_mac(lab: Lab, node: str, ifname: str) -> str:
-    r = lab.exec(node, ["cat", f"/sys/class/net/{ifname}/address"], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise BenchError(f"cannot read the MAC of {node}/{ifname}: {r.stderr.strip()}")
-    return str(r.stdout).strip()
 
 
 # ---- one measurement -------------------------------------------------------------------------
@@ -777,7 +507,7 @@ class Generator:
     def __init__(self, lab: Lab, binary: Path) -> None:
         self._lab = lab
         gen_if = lab.interface("gen", "r1")
-        self._argv = ["taskset", "-c", str(GEN_CORE), str(binary), "--ifname", gen_if]
+        self._argv = taskset(GEN_CORE, [str(binary), "--ifname", gen_if])
 
     def start(self, frames: Path, rate: int, duration_s: float) -> subprocess.Popen[str]:
         argv = [*self._argv, "--frames", str(frames), "--rate", str(rate)]
@@ -894,17 +624,16 @@ def main_pass(
     r1: R1, gen: Generator, meters: Meters, timing: Timing, group: Group, rounds: int
 ) -> list[Sample]:
     """Round 0 warms up (every configuration once, not kept); rounds 1..N are measured."""
-    samples = []
-    for rnd in range(rounds + 1):
-        for cfg in group.configs:
-            s = measure(r1, gen, meters, timing, group, cfg, rnd)
-            progress(
-                f"{group.label} round {rnd} {cfg.name:>16}: {describe(s)}"
-                + (" (warm-up)" if rnd == 0 else "")
-            )
-            if rnd > 0:
-                samples.append(s)
-    return samples
+
+    def one(cfg: Config, rnd: int) -> Sample:
+        s = measure(r1, gen, meters, timing, group, cfg, rnd)
+        progress(
+            f"{group.label} round {rnd} {cfg.name:>16}: {describe(s)}"
+            + (" (warm-up)" if rnd == 0 else "")
+        )
+        return s
+
+    return trials.alternate(group.configs, rounds, one)
 
 
 # ---- bpf_stats pass --------------------------------------------------------------------------
@@ -916,14 +645,6 @@ def pinned_program(lab: Lab, name: str) -> Path:
     if len(found) != 1:
         raise BenchError(f"expected one pinned {name} under {lab.bpf_dir('r1')}: {found}")
     return found[0]
-
-
-def program_stats(program: Path | int) -> tuple[int, int]:
-    """(run_time_ns, run_cnt) of a pinned program or a program id (zeros while bpf_stats is
-    off)."""
-    which = ["pinned", str(program)] if isinstance(program, Path) else ["id", str(program)]
-    info = json.loads(run(["bpftool", "-j", "prog", "show", *which]).stdout)
-    return int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0))
 
 
 def program_cost(
@@ -967,12 +688,6 @@ def stats_pass(
 # ---- summary ---------------------------------------------------------------------------------
 
 
-def quartiles(values: Sequence[float]) -> dict[str, float]:
-    v = sorted(values)
-    q1, q2, q3 = statistics.quantiles(v, n=4) if len(v) > 1 else (v[0], v[0], v[0])
-    return {"min": v[0], "q1": q1, "median": q2, "q3": q3, "max": v[-1]}
-
-
 def summarise(
     groups: Sequence[Group], samples: Sequence[Sample], costs: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -995,9 +710,13 @@ def summarise(
             base_ns = median([s.net_rx_ns_per_pkt for s in base.values()])
             cap = median([s.capacity_pps for s in group])
             ns = median([s.net_rx_ns_per_pkt for s in group])
-            pairs = [(base[s.round], s) for s in group if s.round in base]
-            paired = quartiles([s.capacity_pps / p.capacity_pps for p, s in pairs])
-            paired_ns = quartiles([p.net_rx_ns_per_pkt / s.net_rx_ns_per_pkt for p, s in pairs])
+            by_round = [(s.round, s) for s in group]
+            paired_cap = quartiles(
+                paired(base, by_round, lambda p, s: s.capacity_pps / p.capacity_pps)
+            )
+            paired_ns = quartiles(
+                paired(base, by_round, lambda p, s: p.net_rx_ns_per_pkt / s.net_rx_ns_per_pkt)
+            )
             stats = {k: sum(s.stats.get(k, 0) for s in group) for k in STATS_FIELDS}
             rows.append(
                 {
@@ -1021,12 +740,14 @@ def summarise(
                     "busy": quartiles([s.busy for s in group]),
                     "capacity_pps": quartiles([s.capacity_pps for s in group]),
                     "capacity_ratio": cap / base_cap,
-                    "capacity_ratio_paired": paired,
+                    "capacity_ratio_paired": paired_cap,
                     "net_rx_ns_per_pkt": quartiles([s.net_rx_ns_per_pkt for s in group]),
                     "net_rx_ratio": base_ns / ns,
                     "net_rx_ratio_paired": paired_ns,
                     "net_rx_added_ns_paired": quartiles(
-                        [s.net_rx_ns_per_pkt - p.net_rx_ns_per_pkt for p, s in pairs]
+                        paired(
+                            base, by_round, lambda p, s: s.net_rx_ns_per_pkt - p.net_rx_ns_per_pkt
+                        )
                     ),
                     "ebpf_ns_per_run": cost.get((g.role, g.n, cfg.name)),
                     "stats": stats,
@@ -1035,7 +756,7 @@ def summarise(
                     ),
                     "counting_ok_rounds": sum(s.counting_ok for s in group),
                     "meets_target": (
-                        paired["median"] >= TARGET if cfg.name != cfg.baseline else None
+                        paired_cap["median"] >= TARGET if cfg.name != cfg.baseline else None
                     ),
                     "meets_target_net_rx": (
                         paired_ns["median"] >= TARGET if cfg.name != cfg.baseline else None
@@ -1043,15 +764,6 @@ def summarise(
                 }
             )
     return rows
-
-
-def span(q: dict[str, float], scale: float = 1.0, fmt: str = ".3f") -> str:
-    """``median (q1-q3)``."""
-    return f"{q['median'] / scale:{fmt}} ({q['q1'] / scale:{fmt}}-{q['q3'] / scale:{fmt}})"
-
-
-def yes_no(value: bool | None) -> str:
-    return "-" if value is None else ("yes" if value else "**NO**")
 
 
 def counting_cell(r: dict[str, Any]) -> str:
@@ -1080,16 +792,17 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
         ebpf_text = f"{ebpf['median']:.1f} ({ebpf['min']:.1f}-{ebpf['max']:.1f})" if ebpf else "-"
         plain = r["config"] == r["baseline"]
         ratio = "1.000" if plain else f"{r['capacity_ratio']:.3f}"
-        paired = "-" if plain else span(r["capacity_ratio_paired"])
-        paired_ns = "-" if plain else span(r["net_rx_ratio_paired"])
+        paired_text = "-" if plain else quartile_span(r["capacity_ratio_paired"])
+        paired_ns = "-" if plain else quartile_span(r["net_rx_ratio_paired"])
         target = (
             "-" if plain else f"{yes_no(r['meets_target'])} / {yes_no(r['meets_target_net_rx'])}"
         )
         lines.append(
             f"| {r['role']} | {r['n']} | {r['config']} | {r['frame_bytes']} "
             f"| {r['offered_pps'] / 1e3:.1f} | {r['forwarded_pps'] / 1e3:.1f} | {loss} "
-            f"| {span(r['busy'])} | {span(r['capacity_pps'], 1e3, '.0f')} | {ratio} | {paired} "
-            f"| {span(r['net_rx_ns_per_pkt'], 1, '.0f')} | {paired_ns} | {ebpf_text} "
+            f"| {quartile_span(r['busy'])} | {quartile_span(r['capacity_pps'], 1e3, '.0f')} "
+            f"| {ratio} | {paired_text} "
+            f"| {quartile_span(r['net_rx_ns_per_pkt'], 1, '.0f')} | {paired_ns} | {ebpf_text} "
             f"| {counting_cell(r)} | {target} |"
         )
     return "\n".join(lines)
@@ -1111,15 +824,12 @@ def warnings(rows: Sequence[dict[str, Any]], rate: int) -> list[str]:
     return out
 
 
-# ---- environment and the run -----------------------------------------------------------------
-
-
 def environment() -> dict[str, Any]:
-    obj = ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
+    obj = provenance.ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
     return {
-        **machine(),
-        "monitor_o_sha256": hashlib.sha256(obj.read_bytes()).hexdigest() if obj.exists() else None,
-        "netdev_max_backlog": int(Path("/proc/sys/net/core/netdev_max_backlog").read_text()),
+        **provenance.machine(),
+        "monitor_o_sha256": provenance.sha256(obj),
+        **provenance.net_core_sysctls("netdev_max_backlog"),
         "loadavg": Path("/proc/loadavg").read_text().split()[:3],
     }
 
@@ -1185,7 +895,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--out", type=Path, default=RESULTS, help="results directory (default: %(default)s)"
     )
+    p.add_argument(
+        "--prefix",
+        default=PREFIX,
+        help="lab namespaces, nft table and probe pins are named after it (default: %(default)s)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run (about 1 min): ingress N=1 ALTMARK only, 1 round, 0.5 s windows,"
+        " 1 bpf_stats round; figures meaningless",
+    )
     args = p.parse_args(argv)
+    if args.quick:
+        args.roles, args.sizes, args.modes = ["ingress"], [1], ["altmark"]
+        args.rounds, args.window, args.warmup, args.stats_rounds = 1, 0.5, 0.2, 1
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     if any(not 1 <= n <= MAX_SIZE for n in args.sizes):
@@ -1196,10 +920,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.sizes = list(dict.fromkeys(args.sizes))
     args.modes = list(dict.fromkeys(args.modes))
     return args
-
-
-def raise_on_signal(signum: int, _frame: object) -> NoReturn:
-    raise SystemExit(f"stopped by signal {signum}")
 
 
 def estimate_s(args: argparse.Namespace) -> float:
@@ -1220,6 +940,7 @@ def estimate_s(args: argparse.Namespace) -> float:
 def bench(
     args: argparse.Namespace, lab: Lab, pktgen: Path, probe_obj: Path, empty_obj: Path
 ) -> dict[str, Any]:
+    """Every group, then the summary, the table and the warnings."""
     timing = Timing(args.rate, args.warmup, args.window, args.settle)
     samples: list[Sample] = []
     costs: list[dict[str, Any]] = []
@@ -1230,13 +951,14 @@ def bench(
         # closed before lab.down() stops the node manager: a server that closes a connection first
         # leaves its port in TIME_WAIT, and the next `lab.up()` would find it taken
         cleanup.callback(r1.close)
-        gen_mac, r1_mac = prepare_network(lab)
+        gen_mac, r1_mac = prepare_network(lab, args.prefix)
         gen = Generator(lab, pktgen)
-        probe = NetRxProbe(probe_obj)
+        probe = NetRxProbe(probe_obj, Path("/sys/fs/bpf") / f"{args.prefix}-probe")
         cleanup.callback(probe.close)
         meters = Meters(lab, probe, r1.pid)
         cleanup.callback(meters.close)
-        frames_dir = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="bzfwd-")))
+        frames = tempfile.TemporaryDirectory(prefix=f"{args.prefix}-")
+        frames_dir = Path(cleanup.enter_context(frames))
         r1_gen_if, r1_sink_if = lab.interface("r1", "gen"), lab.interface("r1", "sink")
         started = time.monotonic()
         for role in args.roles:
@@ -1280,93 +1002,43 @@ def bench(
     }
 
 
-def bindable(port: int, reuse: bool) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, int(reuse))
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def wait_for_port(port: int, timeout_s: float = 70.0) -> None:
-    """Wait while ``port`` is held only by TIME_WAIT connections of an earlier run.
-
-    The lab's pre-flight check binds without SO_REUSEADDR, so it refuses such a port for up to
-    a minute, although the node manager could listen on it.
-    """
-    deadline = time.monotonic() + timeout_s
-    while not bindable(port, reuse=False) and bindable(port, reuse=True):
-        if time.monotonic() > deadline:
-            return  # let the lab report it
-        time.sleep(1)
-
-
-@contextlib.contextmanager
-def single_instance() -> Iterator[None]:
-    """Refuse to run twice at once: both runs would share the lab prefix, ports and probe."""
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOCK, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BenchError("another forwarding benchmark is running") from None
-        yield
-
-
 def run_lab(args: argparse.Namespace) -> dict[str, Any]:
     """Up, measure, down (always, even on failure or a signal)."""
-    pktgen, probe_obj, empty_obj = build_tools()
-    lab = Lab(Topology.load(TOPOLOGY), prefix=PREFIX, base_port=BASE_PORT)
-    if lab.is_up():
-        progress(f"removing a lab {PREFIX!r} left by an earlier run")
-        lab.down()
-    try:
-        wait_for_port(BASE_PORT)
-        lab.up()
+    pktgen = generators.pktgen()
+    probe_obj, empty_obj = generators.bpf_object("softirq"), generators.bpf_object("empty")
+    lab = Lab(Topology.load(TOPOLOGY), prefix=args.prefix, base_port=BASE_PORT)
+    with single_instance(LOCK, "forwarding benchmark"), lab_running(lab, BASE_PORT):
         return bench(args, lab, pktgen, probe_obj, empty_obj)
-    finally:
-        for problem in lab.down():
-            progress(f"teardown: {problem}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if os.geteuid() != 0:
-        print("forwarding.py needs root (namespaces, eBPF)", file=sys.stderr)
-        return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, raise_on_signal)
+    run = Run("forwarding", "bench/forwarding.py")
+
+    def measure(_run: Run) -> dict[str, Any]:
+        progress(
+            f"forwarding.py {run.run_id}: roles {args.roles}, N {args.sizes}, modes {args.modes},"
+            f" {args.rounds} rounds + warm-up, {args.stats_rounds} bpf_stats rounds; about "
+            f"{estimate_s(args) / 60:.0f} min plus ApplyState time"
+        )
+        loadavg_start = environment()["loadavg"]
+        try:
+            result = run_lab(args)
+        except grpc.RpcError as e:
+            raise BenchError(f"gRPC call to r1 failed: {e}") from e
+        result["environment"] = {**environment(), "loadavg_start": loadavg_start}
+        return result
+
     # This process and everything it starts (node manager, bpftool, ip, nft) stay off the
     # router core, so the router core's busy time is r1's forwarding.
-    os.sched_setaffinity(0, {GEN_CORE})
-    progress(
-        f"forwarding.py: roles {args.roles}, N {args.sizes}, modes {args.modes}, "
-        f"{args.rounds} rounds + warm-up, {args.stats_rounds} bpf_stats rounds; about "
-        f"{estimate_s(args) / 60:.0f} min plus ApplyState time"
+    return execute(
+        run,
+        measure,
+        out=args.out,
+        needs_root="namespaces, eBPF",
+        pin=GEN_CORE,
+        errors=(LabError,),
     )
-    started = time.time()
-    env_start = environment()
-    try:
-        with single_instance():
-            result = run_lab(args)
-    except (BenchError, LabError) as e:
-        print(f"forwarding.py: {e}", file=sys.stderr)
-        return 1
-    except grpc.RpcError as e:
-        print(f"forwarding.py: gRPC call to r1 failed: {e}", file=sys.stderr)
-        return 1
-    result["environment"] = {**environment(), "loadavg_start": env_start["loadavg"]}
-    result["wall_s"] = time.time() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"forwarding-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\n{result['table']}\n")
-    for w in result["warnings"]:
-        print(f"WARNING: {w}")
-    print(f"results: {path}; wall time {result['wall_s']:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":
