@@ -1,14 +1,24 @@
 # One entry point for building, testing and running srv6pm. See README.md.
-PYTHON ?= python3
+# A python3 that refuses pip installs (Debian's own, PEP 668) gets a virtualenv of ours in .venv.
+PYTHON ?= $(shell python3 scripts/python-for-make.py)
 PROTO_OUT := proto/src
 BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
 PACKAGES := proto common twamp node-manager collector controller cli lab dashboards
+# What `make demo` runs: the lab, its node managers, the collector, the controller and the CLI.
+DEMO_PACKAGES := proto common twamp node-manager collector controller cli lab
 
-.PHONY: deps peers servers install proto bpf lint test test-unit demo bench clean
+.PHONY: deps demo-deps peers servers install demo-install python proto bpf lint test test-unit demo bench clean
 
 deps:
 	bash scripts/install-deps.sh
+
+demo-deps:
+	bash scripts/install-deps.sh demo
+
+# The interpreter itself: a virtualenv when python3 is externally managed, nothing otherwise.
+python:
+	@[ "$(PYTHON)" = "python3" ] || [ -x "$(PYTHON)" ] || python3 -m venv .venv
 
 # Independent implementations the interoperability tests run against (built once, cached).
 peers:
@@ -22,12 +32,18 @@ servers:
 	bash scripts/install-kube.sh
 	bash scripts/install-compose.sh
 
-install: deps proto bpf
+install: deps python proto bpf
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
+
+# Only what the demo runs: no linters, no test tools, no kube-apiserver, helm or compose.
+demo-install: demo-deps python proto bpf
+	$(PYTHON) -m pip install -q $(foreach p,$(DEMO_PACKAGES),-e ./$(p))
+	bash scripts/install-kafka.sh
+	bash scripts/install-influxdb.sh
 
 # gRPC/protobuf code is generated, never committed. The virtual path maps proto/srv6pm/v1 to the
 # Python package srv6pm.proto.v1.
-proto:
+proto: python
 	$(PYTHON) -m pip install -q "grpcio-tools>=1.60"
 	mkdir -p $(PROTO_OUT)
 	$(PYTHON) -m grpc_tools.protoc -Isrv6pm/proto=proto/srv6pm \
@@ -42,15 +58,16 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy common/src twamp/src node-manager/src collector/src controller/src cli/src lab/src dashboards/src
 	$(PYTHON) -m srv6pm.dashboards --check
-	lint-imports --config pyproject.toml
+	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.argv[0] = "lint-imports"; c()' --config pyproject.toml
 
 test: install peers servers lint
 	$(PYTHON) -m pytest
 
+# No root, no servers: what runs on any machine with the packages installed.
 test-unit:
-	$(PYTHON) -m pytest -m "not root"
+	$(PYTHON) -m pytest -m "not root and not servers"
 
-demo: install servers
+demo: demo-install
 	$(PYTHON) -m srv6pm.lab.demo
 
 bench: install

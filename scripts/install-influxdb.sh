@@ -18,9 +18,16 @@ GO="$(command -v go || true)"
 if [ -z "$GO" ] && [ -x /usr/local/go/bin/go ]; then
   GO=/usr/local/go/bin/go  # where go.dev's tarball installs, often not on PATH
 fi
+if [ -z "$GO" ] && [ -x /usr/lib/go-1.19/bin/go ]; then
+  GO=/usr/lib/go-1.19/bin/go
+fi
 if [ -z "$GO" ]; then
-  echo "Go is needed to build influxd $INFLUXDB_VERSION: install it from https://go.dev/dl into /usr/local/go" >&2
-  exit 1
+  # Debian 12's Go (1.19) builds InfluxDB 1.8 (whose go.mod asks for 1.13).
+  [ "$(id -u)" -eq 0 ] || { echo "Go is needed to build influxd $INFLUXDB_VERSION: apt-get install golang-1.19-go (as root)" >&2; exit 1; }
+  echo "installing Debian's Go 1.19 to build influxd"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-1.19-go >/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-1.19-go >/dev/null; }
+  GO=/usr/lib/go-1.19/bin/go
 fi
 
 # Module and build caches inside the cache directory: a rebuild reuses them, and nothing is
