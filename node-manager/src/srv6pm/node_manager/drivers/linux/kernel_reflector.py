@@ -8,6 +8,7 @@ userspace reflector unchanged, so this only ever takes work off it.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import ipaddress
 import struct
@@ -32,6 +33,7 @@ from .bpftool import (
     update,
 )
 from .hooks import REFLECT, Hook, Hooks
+from .maps import CStruct
 
 PROGRAM = "srv6pm_reflect"
 CONFIG = "srv6pm_reflector_config"
@@ -40,29 +42,51 @@ SEQUENCES = "srv6pm_reflector_seq"
 STATS = "srv6pm_reflector_stats"
 BLOCKS = "srv6pm_reflector_blocks"
 PATHS = "srv6pm_reflector_paths"
-# struct reflector_config: address, tai_offset_ns, period_ns, ptp_offset_ns, allowed_dscp, port
-# and error estimate (network order), enabled, stateful, padding
-CONFIG_VALUE = struct.Struct("<16sQQQQ2s2sBB2x")
+# The maps' keys and values, as reflector.c lays them out (tests/test_contract_btf.py holds them
+# against its BTF). Port and Error Estimate are in network order.
+CONFIG_VALUE = CStruct(
+    "reflector_config",
+    [
+        ("address", "16s"),
+        ("tai_offset_ns", "Q"),
+        ("period_ns", "Q"),
+        ("ptp_offset_ns", "Q"),
+        ("allowed_dscp", "Q"),
+        ("port", "2s"),
+        ("error_estimate", "2s"),
+        ("enabled", "B"),
+        ("stateful", "B"),
+        ("pad", "2x"),
+    ],
+)
 ANY_DSCP = (1 << 64) - 1
-# struct block_counts: the blocks of slots 0 and 1, their forward and reverse counts
-BLOCK_COUNTS = struct.Struct("<QQIIII")
-# struct sequence_key (the paths' key too): sender address, SSID (network order), padding
-SESSION_KEY = struct.Struct("<16s2s2x")
+# the blocks of slots 0 and 1, their forward and reverse counts
+BLOCK_COUNTS = CStruct("block_counts", [("block", "2Q"), ("rx", "2I"), ("tx", "2I")])
+# the sequence counters' key and the return paths' key: sender address, SSID (network order)
+SESSION_KEY = CStruct("sequence_key", [("sender", "16s"), ("ssid", "2s"), ("pad", "2x")])
 MAX_RETURN_PATH_LEN = 4 + 16 * 16
 TLV_HLEN = 4
-RETURN_PATH = struct.Struct(f"<I{MAX_RETURN_PATH_LEN}s")
-# enum reflector_stat, in order
-STAT_NAMES = (
-    "reflected",
-    "passed_length",
-    "passed_headers",
-    "passed_disabled",
-    "failed",
-    "passed_tlv",
-    "passed_counts",
-    "passed_return_path",
-    "passed_timestamp",
-)
+RETURN_PATH = CStruct("return_path", [("len", "I"), ("value", f"{MAX_RETURN_PATH_LEN}s")])
+INDEX = struct.Struct("<I")  # the arrays' keys
+SID = struct.Struct("<16s")  # srv6pm_reflector_decap's keys
+PRESENT = struct.Struct("<B")  # and values
+SEQUENCE = struct.Struct("<I")  # srv6pm_reflector_seq's values
+SSID_KEY = struct.Struct("<I")  # srv6pm_reflector_blocks's keys (host order)
+STAT = struct.Struct("<Q")  # srv6pm_reflector_stats's values (per CPU)
+
+
+class Stat(enum.IntEnum):
+    """Indexes of srv6pm_reflector_stats (enum reflector_stat in reflector.c)."""
+
+    REFLECTED = 0
+    PASSED_LENGTH = 1
+    PASSED_HEADERS = 2
+    PASSED_DISABLED = 3
+    FAILED = 4
+    PASSED_TLV = 5
+    PASSED_COUNTS = 6
+    PASSED_RETURN_PATH = 7
+    PASSED_TIMESTAMP = 8
 
 
 @dataclass(frozen=True)
@@ -192,7 +216,7 @@ class KernelReflector:
 
     def configure(self, config: KernelReflectorConfig) -> None:
         value = encode_config(config)
-        self._tool.run(*self._update(CONFIG, bytes(4), value))
+        self._tool.run(*self._update(CONFIG, INDEX.pack(0), value))
         self._config = config
 
     def refresh_offset(self, tai_offset_ns: int) -> None:
@@ -204,13 +228,13 @@ class KernelReflector:
 
     def set_decap_sids(self, sids: Iterable[str]) -> None:
         """The node's End.DT6 SIDs: probes encapsulated for them are this node's."""
-        wanted = {ipaddress.IPv6Address(s).packed for s in sids}
-        held = set(entries(self._maps_dir / DECAP, 16, 1))
+        wanted = {SID.pack(ipaddress.IPv6Address(s).packed) for s in sids}
+        held = set(entries(self._maps_dir / DECAP, SID.size, PRESENT.size))
         commands = [
             ["map", "delete", "pinned", str(self._maps_dir / DECAP), "key", "hex", *hexbytes(k)]
             for k in held - wanted
         ]
-        commands += [self._update(DECAP, k, b"\x01") for k in wanted - held]
+        commands += [self._update(DECAP, k, PRESENT.pack(1)) for k in wanted - held]
         self._tool.batch(commands)
 
     def set_return_paths(self, paths: Mapping[tuple[str, int], bytes]) -> None:
@@ -232,7 +256,7 @@ class KernelReflector:
         """Sessions' counts at this node of a closed block: SSID -> (forward, reverse)."""
         commands = []
         for ssid, (rx, tx) in counts.items():
-            key = ssid.to_bytes(4, "little")
+            key = SSID_KEY.pack(ssid)
             held = lookup(self._maps_dir / BLOCKS, key, BLOCK_COUNTS.size)
             blocks, rxs, txs = [0, 0], [0, 0], [0, 0]
             if held:
@@ -249,22 +273,21 @@ class KernelReflector:
         uses: the userspace reflector answers some of a session's probes and the kernel the
         others, and the sender must see one sequence."""
         key = SESSION_KEY.pack(ipaddress.IPv6Address(sender).packed, ssid.to_bytes(2, "big"))
-        held = lookup(self._maps_dir / SEQUENCES, key, 4)
-        seq = int.from_bytes(held, "little") if held else 0
-        update(self._maps_dir / SEQUENCES, key, ((seq + 1) & 0xFFFFFFFF).to_bytes(4, "little"))
+        held = lookup(self._maps_dir / SEQUENCES, key, SEQUENCE.size)
+        seq: int = SEQUENCE.unpack(held)[0] if held else 0
+        update(self._maps_dir / SEQUENCES, key, SEQUENCE.pack((seq + 1) & 0xFFFFFFFF))
         return seq
 
     def stats(self) -> dict[str, int]:
         """What the program did, summed over CPUs."""
         cpus = possible_cpus()
-        raw = read_array(self._maps_dir / STATS, len(STAT_NAMES), 8, per_cpu=True)
-        totals = {}
-        for i, name in enumerate(STAT_NAMES):
-            base = i * cpus * 8
-            totals[name] = sum(
-                int.from_bytes(raw[base + c * 8 : base + c * 8 + 8], "little") for c in range(cpus)
+        raw = read_array(self._maps_dir / STATS, len(Stat), STAT.size, per_cpu=True)
+        return {
+            stat.name.lower(): sum(
+                STAT.unpack_from(raw, (stat * cpus + c) * STAT.size)[0] for c in range(cpus)
             )
-        return totals
+            for stat in Stat
+        }
 
     def _update(self, name: str, key: bytes, value: bytes) -> list[str]:
         target = ["map", "update", "pinned", str(self._maps_dir / name)]

@@ -1,7 +1,9 @@
-"""Binary layouts of the eBPF maps' keys and values (bpf/monitor.c), in one place.
+"""Binary layouts of the eBPF maps' keys and values (bpf/monitor.c), and the enums they carry,
+in one place.
 
-tests/test_bpf_layouts.py checks these against the compiled object's BTF, so the two sides
-cannot drift apart unnoticed.
+tests/test_contract_btf.py holds these against the compiled object's BTF (each struct's field
+names, offsets and widths, each map's key and value, each enum by name and value), so the two
+sides cannot drift apart unnoticed.
 """
 
 from __future__ import annotations
@@ -28,14 +30,56 @@ CLOCK = "srv6pm_clock"
 ALL_MAPS = (FLOWS, FLOWMON, COUNTERS, STATS, CONFIG, CLOCK)
 MAX_FLOWS = 16384  # MAX_FLOWS in monitor.c
 
-FLOW_VALUE = struct.Struct(f"<IBBHII{16 * MAX_SEGMENTS}s")
-FLOWMON_ENTRY = struct.Struct("<HBB")
-COUNTER = struct.Struct("<QQ")
-CONFIG_VALUE = struct.Struct("<QQIBBBB")
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
+FLOWMON_IDS = 1 << 20  # srv6pm_flowmon's entries: every 20-bit FlowMonID (RFC 9343)
+
+
+class CStruct(struct.Struct):
+    """A little-endian struct.Struct laid out as the C struct `c_name`, one (name, format code)
+    per C member, named as in the C ("2Q" packs a `__u64 x[2]`, "2x" is padding)."""
+
+    def __init__(self, c_name: str, fields: Sequence[tuple[str, str]]) -> None:
+        super().__init__("<" + "".join(code for _, code in fields))
+        self.c_name = c_name
+        self.fields = tuple(fields)
+
+
+FLOW_VALUE = CStruct(
+    "flow_value",
+    [
+        ("slot", "I"),
+        ("role", "B"),
+        ("nsegs", "B"),
+        ("pad", "H"),
+        ("flowmon_id", "I"),
+        ("pad2", "I"),
+        ("segs", f"{16 * MAX_SEGMENTS}s"),
+    ],
+)
+FLOWMON_ENTRY = CStruct("flowmon_entry", [("slot", "H"), ("role", "B"), ("pad", "B")])
+COUNTER = CStruct("counter", [("packets", "Q"), ("bytes", "Q")])
+CONFIG_VALUE = CStruct(
+    "config",
+    [
+        ("period_ns", "Q"),
+        ("tai_offset_ns", "Q"),
+        ("generation", "I"),
+        ("monitored_bit", "B"),
+        ("colour_bit", "B"),
+        ("mode", "B"),
+        ("pad", "B"),
+    ],
+)
+INDEX = struct.Struct("<I")  # the arrays' keys
+STAT = struct.Struct("<Q")  # srv6pm_stats's values (per CPU)
 ZERO_COUNTER = bytes(COUNTER.size)
 NO_FLOWMON = bytes(FLOWMON_ENTRY.size)
+
+
+class Mode(enum.IntEnum):
+    """config.mode (enum marking_mode in monitor.c), by the marking mode's name."""
+
+    ALTMARK = 1
+    DSCP = 2
 
 
 class Reason(enum.IntEnum):
@@ -50,7 +94,7 @@ class Reason(enum.IntEnum):
     COUNTED = 6
 
 
-FLOW_KEY = _U64  # the SID list's 64-bit hash (domain.flowkey)
+FLOW_KEY = struct.Struct("<Q")  # the SID list's 64-bit hash (domain.flowkey)
 
 
 def flow_key(key: int) -> bytes:
@@ -63,7 +107,7 @@ def flow_value(slot: int, role: Role, segments: Sequence[str], flowmon_id: int) 
 
 
 def flowmon_index(flowmon_id: int) -> bytes:
-    return _U32.pack(flowmon_id)
+    return INDEX.pack(flowmon_id)
 
 
 def flowmon_entry(slot: int, role: Role) -> bytes:
@@ -71,7 +115,7 @@ def flowmon_entry(slot: int, role: Role) -> bytes:
 
 
 def counter_index(slot: int, colour: int) -> bytes:
-    return _U32.pack(slot * 2 + colour)
+    return INDEX.pack(slot * 2 + colour)
 
 
 def config_value(
@@ -80,10 +124,10 @@ def config_value(
     generation: int,
     monitored_bit: int,
     colour_bit: int,
-    mode: int,
+    mode: Mode,
 ) -> bytes:
     return CONFIG_VALUE.pack(
-        period_ns, tai_offset_ns, generation & 0xFFFFFFFF, monitored_bit, colour_bit, mode, 0
+        period_ns, tai_offset_ns, generation & 0xFFFFFFFF, monitored_bit, colour_bit, int(mode), 0
     )
 
 

@@ -162,7 +162,7 @@ class Monitor:
         if self._marking_file.exists():
             saved = json.loads(self._marking_file.read_text())
             marking = Marking(
-                MarkingMode(saved["mode"]),
+                MarkingMode[maps.Mode(saved["mode"]).name],
                 saved["monitored_bit"],
                 saved["colour_bit"],
                 tuple(saved["boundary_interfaces"]),
@@ -178,8 +178,8 @@ class Monitor:
         return marking
 
     @staticmethod
-    def _config_fields(marking: Marking) -> tuple[int, int, int]:
-        return marking.monitored_bit, marking.colour_bit, int(marking.mode)
+    def _config_fields(marking: Marking) -> tuple[int, int, maps.Mode]:
+        return marking.monitored_bit, marking.colour_bit, maps.Mode[marking.mode.name]
 
     def _write_config(self, marking: Marking) -> None:
         value = maps.config_value(
@@ -198,7 +198,7 @@ class Monitor:
             return
         if self._config_fields(marking) != self._config_fields(self._marking):
             self._write_config(marking)
-        data = asdict(marking) | {"mode": int(marking.mode)}
+        data = asdict(marking) | {"mode": int(maps.Mode[marking.mode.name])}
         _write_json(self._marking_file, data)
         self._marking = marking
         self.sync_hooks()
@@ -227,7 +227,9 @@ class Monitor:
             for f in json.loads(self._state_file.read_text())
         ]
         by_sids = entries(self._maps_dir / maps.FLOWS, maps.FLOW_KEY.size, maps.FLOW_VALUE.size)
-        flowmon = read_array(self._maps_dir / maps.FLOWMON, 1 << 20, maps.FLOWMON_ENTRY.size)
+        flowmon = read_array(
+            self._maps_dir / maps.FLOWMON, maps.FLOWMON_IDS, maps.FLOWMON_ENTRY.size
+        )
         kept = {}
         for f in saved:
             ok = not f.keyed_by_sids(self._marking.mode) or by_sids.get(
@@ -337,12 +339,11 @@ class Monitor:
 
     def read_stats(self) -> PacketStats:
         n = len(maps.Reason)
-        raw = read_array(self._maps_dir / maps.STATS, n, 8, per_cpu=True)
-        cpus = len(raw) // (n * 8)
+        raw = read_array(self._maps_dir / maps.STATS, n, maps.STAT.size, per_cpu=True)
+        cpus = len(raw) // (n * maps.STAT.size)
         totals: dict[str, Any] = {
             r.name.lower(): sum(
-                int.from_bytes(raw[(r * cpus + c) * 8 : (r * cpus + c + 1) * 8], "little")
-                for c in range(cpus)
+                maps.STAT.unpack_from(raw, (r * cpus + c) * maps.STAT.size)[0] for c in range(cpus)
             )
             for r in maps.Reason
         }
