@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """How many STAMP Session-Sender sessions one node runs at 1 probe/s: N = 1000, 3000, 10000.
 
-Two namespaces, bs-snd and bs-rfl, joined by a veth pair. In bs-snd, one process pinned to
-core 1 (this script with ``--senders N``) runs N ``srv6pm.twamp`` SenderSession objects on one
-asyncio loop, each with its own socket, as the node manager does: delay_interval 1 s (one
-probe per second; the probe due in the middle of each block is the loss probe of the block
-before, with a Direct Measurement TLV), period 10 s, all towards one reflector: our
-Reflector (bench/stamp_reflector.py --serve) in bs-rfl, pinned to core 0. RPS puts the
-receive work of bs-snd's veth on core 1 and that of bs-rfl's on core 0, so core 1 carries
+Two namespaces, bs-snd and bs-rfl (``--prefix`` bs), joined by a veth pair. In bs-snd, one
+process pinned to core 1 (this script with ``--senders N``) runs N ``srv6pm.twamp``
+SenderSession objects on one asyncio loop, each with its own socket, as the node manager does:
+delay_interval 1 s (one probe per second; the probe due in the middle of each block is the loss
+probe of the block before, with a Direct Measurement TLV), period 10 s, all towards one
+reflector: our Reflector (bench/reflectors.py --serve) in bs-rfl, pinned to core 0. RPS puts
+the receive work of bs-snd's veth on core 1 and that of bs-rfl's on core 0, so core 1 carries
 all of the sender side's work and nothing else of the benchmark.
 
 For each N the sender process starts its sessions, runs --warmup s, then measures a --window
@@ -23,11 +23,18 @@ the node manager puts it (``loss_probe_offset_ns``: spread over [T/2, 3T/4) by S
 first 10,000 SSIDs span 0.38 s); ``offsets``: started together, loss probe offsets spread
 evenly over one second after the middle.
 
-Run as root: ``python bench/stamp_sessions.py`` (``--help`` for the knobs). Method and results:
-docs/BENCHMARKS.md. Raw data: bench/results/stamp-sessions-<time>.json.
+Run as root: ``python3 -m bench.stamp_sessions`` or ``python3 bench/stamp_sessions.py``
+(``--help`` for the knobs, ``--quick`` for a smoke run). Method and results: docs/BENCHMARKS.md.
+Raw data: bench/results/stamp-sessions-<YYYYMMDD-HHMMSS>.json (the run id).
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # python3 bench/stamp_sessions.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
 import array
@@ -36,10 +43,8 @@ import cProfile
 import gc
 import io
 import json
-import os
 import pstats
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -48,23 +53,17 @@ from pathlib import Path
 from typing import Any
 
 from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
-from stamp_reflector import (
-    RESULTS,
-    BenchError,
-    ConstantCounters,
-    Pair,
-    ReflectorProcess,
-    Side,
-    environment,
-    idle_s,
-    raise_on_signal,
-    run,
-    udp6_counters,
-)
 
-SENDER_CORE = 1  # the sessions' process and the receive work of their replies
-REFLECTOR_CORE = 0  # the reflector, its receive work, and this script
-PORT = 862
+from bench.harness import provenance
+from bench.harness.meters import idle_s, rss_kib, udp6_counters
+from bench.harness.pinning import LOAD_CORE, MEASURED_CORE, taskset
+from bench.harness.run import RESULTS, Run, execute, run
+from bench.harness.stats import percentile
+from bench.harness.topology import Pair, Side
+from bench.reflectors import PORT, ConstantCounters, ReflectorProcess
+
+SENDER_CORE = MEASURED_CORE  # the sessions' process and the receive work of their replies
+REFLECTOR_CORE = LOAD_CORE  # the reflector, its receive work, and this script
 PERIOD_NS = 10_000_000_000
 ONE_S = 1_000_000_000
 DELAY_INTERVAL_NS = ONE_S
@@ -73,10 +72,15 @@ NTP_UNIX_OFFSET_S = 2_208_988_800
 SESSIONS = (1000, 3000, 10000)
 VARIANTS = ("together", "spread", "offsets")
 
-PAIR = Pair(
-    Side("bs-snd", "bss0", "fd00:bc::1", SENDER_CORE),
-    Side("bs-rfl", "bsr1", "fd00:bc::2", REFLECTOR_CORE),
-)
+QUICK_SESSIONS = 100
+
+
+def pair(prefix: str) -> Pair:
+    """<prefix>-snd (bss0), the senders', and <prefix>-rfl (bsr1), the reflector's."""
+    return Pair(
+        Side(f"{prefix}-snd", "bss0", "fd00:bc::1", SENDER_CORE),
+        Side(f"{prefix}-rfl", "bsr1", "fd00:bc::2", REFLECTOR_CORE),
+    )
 
 
 # ---- the sender side (--senders N, inside bs-snd) --------------------------------------------
@@ -128,22 +132,15 @@ class Probes:
         return tracked
 
 
-def rss_kib() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
 def percentiles(values: Sequence[int]) -> dict[str, float]:
+    """p50, p90, p99 and max of nanosecond values, in ms."""
     if not values:
         return {}
-    s = sorted(values)
 
     def at(q: float) -> float:
-        return s[min(len(s) - 1, int(q * len(s)))] / 1e6  # ms
+        return percentile(values, q, "floor") / 1e6
 
-    return {"p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "max_ms": s[-1] / 1e6}
+    return {"p50_ms": at(50), "p90_ms": at(90), "p99_ms": at(99), "max_ms": max(values) / 1e6}
 
 
 async def _senders(args: argparse.Namespace) -> dict[str, Any]:
@@ -266,13 +263,13 @@ def senders(args: argparse.Namespace) -> int:
 # ---- orchestration ---------------------------------------------------------------------------
 
 
-def run_one(args: argparse.Namespace, n: int, variant: str) -> dict[str, Any]:
-    refl = ReflectorProcess.ours(PAIR.b, REFLECTOR_CORE)
+def run_one(args: argparse.Namespace, p: Pair, n: int, variant: str) -> dict[str, Any]:
+    refl = ReflectorProcess.ours(p.b, REFLECTOR_CORE)
     try:
         udp0 = udp6_counters(refl.pid)
-        argv = ["ip", "netns", "exec", PAIR.a.netns, "taskset", "-c", str(SENDER_CORE)]
-        argv += [sys.executable, str(Path(__file__).resolve()), "--senders", str(n)]
-        argv += ["--local", PAIR.a.address, "--reflector", PAIR.b.address]
+        argv = [sys.executable, str(Path(__file__).resolve()), "--senders", str(n)]
+        argv = ["ip", "netns", "exec", p.a.netns, *taskset(SENDER_CORE, argv)]
+        argv += ["--local", p.a.address, "--reflector", p.b.address]
         argv += ["--variant", variant]
         argv += ["--warmup", str(args.warmup), "--window", str(args.window)]
         if args.profile:
@@ -357,46 +354,63 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-gc", action="store_true", help="diagnostic: the sender process runs gc.disable()"
     )
     p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--prefix", default="bs", help="namespaces <prefix>-snd and <prefix>-rfl (default: bs)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run (about 1 min): N={QUICK_SESSIONS}, together only, 12 s warm-up, 3 s"
+        " window; figures meaningless",
+    )
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sessions, args.variants = [QUICK_SESSIONS], ["together"]
+        args.warmup, args.window = 12.0, 3.0
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.senders:
         return senders(args)
-    if os.geteuid() != 0:
-        print("stamp_sessions.py needs root (namespaces)", file=sys.stderr)
-        return 2
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, raise_on_signal)
-    os.sched_setaffinity(0, {REFLECTOR_CORE})
-    started = time.time()
-    results = []
-    try:
-        with PAIR.running():
+
+    def measure(_run: Run) -> dict[str, Any]:
+        results = []
+        with pair(args.prefix).running() as p:
             for n in args.sessions:
                 for variant in args.variants:
-                    r = run_one(args, n, variant)
+                    r = run_one(args, p, n, variant)
                     print(line(r), flush=True)
                     results.append(r)
-    except (BenchError, subprocess.TimeoutExpired) as e:
-        print(f"stamp_sessions.py: {e}", file=sys.stderr)
-        return 1
-    summary = {
-        "settings": {**vars(args), "out": str(args.out)},
-        "results": results,
-        "table": table(results),
-        "environment": environment(),
-        "wall_s": time.time() - started,
-    }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"stamp-sessions-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"\n{summary['table']}\n\nresults: {path}; wall time {summary['wall_s']:.0f} s")
-    if args.profile:
-        for r in results:
-            print(f"\nprofile N={r['sessions']} {r['variant']}:\n{r.get('profile', '')}")
-    return 0
+        return {
+            "settings": {**vars(args), "out": str(args.out)},
+            "results": results,
+            "table": table(results),
+        }
+
+    def report(result: dict[str, Any]) -> None:
+        print(f"\n{result['table']}\n")
+        if args.profile:
+            for r in result["results"]:
+                print(f"\nprofile N={r['sessions']} {r['variant']}:\n{r.get('profile', '')}")
+
+    def environment() -> dict[str, Any]:
+        return {
+            **provenance.machine(),
+            **provenance.net_core_sysctls("netdev_max_backlog", "rmem_max"),
+        }
+
+    return execute(
+        Run("stamp-sessions", "bench/stamp_sessions.py"),
+        measure,
+        out=args.out,
+        needs_root="namespaces",
+        pin=REFLECTOR_CORE,
+        errors=(subprocess.TimeoutExpired,),
+        environment=environment,
+        report=report,
+    )
 
 
 if __name__ == "__main__":
