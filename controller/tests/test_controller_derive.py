@@ -6,30 +6,24 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.controller.domain.derive import monitored, node_states
-from srv6pm.controller.domain.model import (
-    Behaviour,
-    EncapMode,
-    Fleet,
-    LocalSid,
-    MarkingMode,
-    Node,
-    NodeInfo,
-    Policy,
-    Session,
+from srv6pm.controller.domain.model import Fleet, LocalSid, Node, NodeInfo, Policy, Session
+from srv6pm.controller.domain.state import (
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    Reflector,
+    ReflectorSession,
+    ReturnPath,
+    SenderSession,
 )
-from srv6pm.proto.v1 import node_manager_pb2 as pb
-from srv6pm.proto.v1 import records_pb2
 
 FORWARD = ("fc00:0:2::e", "fc00:0:3::d6")
 REVERSE = ("fc00:0:2::e", "fc00:0:1::d6")
 PROBE = {"r1": "fcf0:12::1", "r2": "fcf0:12::2", "r3": "fcf0:23::3"}
 KEY = b"\x01" * 32
-INGRESS, TRANSIT, EGRESS = (
-    records_pb2.ROLE_INGRESS,
-    records_pb2.ROLE_TRANSIT,
-    records_pb2.ROLE_EGRESS,
-)
+INGRESS, TRANSIT, EGRESS = Role.INGRESS, Role.TRANSIT, Role.EGRESS
 
 
 def info(*interfaces: str) -> NodeInfo:
@@ -61,16 +55,16 @@ def lab(marking: MarkingMode = MarkingMode.ALTMARK) -> Fleet:
     return Fleet(nodes, sids, policies, sessions, marking)
 
 
-def flow(name: str, role: int, interfaces: tuple[str, ...]) -> pb.MonitoredFlow:
+def flow(name: str, role: Role, interfaces: tuple[str, ...]) -> MonitoredFlow:
     segments, flow_mon_id = (FORWARD, 11) if name == "to-h2" else (REVERSE, 12)
-    return pb.MonitoredFlow(
+    return MonitoredFlow(
         name=name, segments=segments, role=role, interfaces=interfaces, flow_mon_id=flow_mon_id
     )
 
 
-def sender(name: str, node: str, reflector: str, forward: str, back: str) -> pb.SenderSession:
+def sender(name: str, node: str, reflector: str, forward: str, back: str) -> SenderSession:
     segments = {"to-h2": FORWARD, "to-h1": REVERSE}
-    return pb.SenderSession(
+    return SenderSession(
         name=name,
         ssid=int(name[1]),
         reflector_address=PROBE[reflector],
@@ -86,66 +80,56 @@ def sender(name: str, node: str, reflector: str, forward: str, back: str) -> pb.
     )
 
 
-def reflector(
-    node: str, ssid: int, forward: str, back: str, sender_node: str
-) -> pb.ReflectorSettings:
+def reflector(node: str, ssid: int, forward: str, back: str, sender_node: str) -> Reflector:
     segments = {"to-h2": FORWARD, "to-h1": REVERSE}
-    return pb.ReflectorSettings(
-        enabled=True,
+    return Reflector(
         address=PROBE[node],
         stateful=True,
         hmac_key=KEY,
-        sessions=[
-            pb.ReflectorSession(
+        sessions=(
+            ReflectorSession(
                 ssid=ssid,
                 forward_flow=forward,
                 reverse_flow=back,
-                return_paths=[
-                    pb.ReturnPath(sender_address=PROBE[sender_node], segments=segments[back])
-                ],
-            )
-        ],
+                return_paths=(
+                    ReturnPath(sender_address=PROBE[sender_node], segments=segments[back]),
+                ),
+            ),
+        ),
     )
 
 
-def marking(*boundary: str) -> pb.MarkingSettings:
-    return pb.MarkingSettings(mode=pb.MARKING_MODE_ALTMARK, boundary_interfaces=boundary)
+def marking(*boundary: str) -> Marking:
+    return Marking(mode=MarkingMode.ALTMARK, boundary_interfaces=boundary)
 
 
 def test_every_node_of_the_lab_gets_its_roles_sids_policies_and_stamp_settings():
     derived = node_states(lab())
     assert derived.problems == {}
-    assert derived.states["r1"] == pb.NodeState(
+    fleet = lab()
+    assert derived.states["r1"] == NodeState(
         marking=marking("eth-h1"),
-        local_sids=[pb.LocalSid(sid="fc00:0:1::d6", behaviour=pb.BEHAVIOUR_END_DT6, table=254)],
-        policies=[
-            pb.SrPolicy(
-                name="to-h2", prefix="fd00:2::/64", segments=FORWARD, mode=pb.ENCAP_MODE_ENCAP
-            )
-        ],
-        flows=[flow("to-h1", EGRESS, ("eth-r2",)), flow("to-h2", INGRESS, ("eth-r2",))],
-        sessions=[sender("s1", "r1", "r3", "to-h2", "to-h1")],
+        local_sids=(fleet.sids["fc00:0:1::d6"],),
+        policies=(fleet.policies["to-h2"],),
+        flows=(flow("to-h1", EGRESS, ("eth-r2",)), flow("to-h2", INGRESS, ("eth-r2",))),
+        sessions=(sender("s1", "r1", "r3", "to-h2", "to-h1"),),
         reflector=reflector("r1", 2, "to-h1", "to-h2", "r3"),
     )
-    assert derived.states["r2"] == pb.NodeState(
+    assert derived.states["r2"] == NodeState(
         marking=marking(),
-        local_sids=[pb.LocalSid(sid="fc00:0:2::e", behaviour=pb.BEHAVIOUR_END)],
-        flows=[
+        local_sids=(fleet.sids["fc00:0:2::e"],),
+        flows=(
             flow("to-h1", TRANSIT, ("eth-r1", "eth-r3")),
             flow("to-h2", TRANSIT, ("eth-r1", "eth-r3")),
-        ],
+        ),
     )
-    assert not derived.states["r2"].HasField("reflector")
-    assert derived.states["r3"] == pb.NodeState(
+    assert derived.states["r2"].reflector is None
+    assert derived.states["r3"] == NodeState(
         marking=marking("eth-h2"),
-        local_sids=[pb.LocalSid(sid="fc00:0:3::d6", behaviour=pb.BEHAVIOUR_END_DT6)],
-        policies=[
-            pb.SrPolicy(
-                name="to-h1", prefix="fd00:1::/64", segments=REVERSE, mode=pb.ENCAP_MODE_ENCAP_RED
-            )
-        ],
-        flows=[flow("to-h1", INGRESS, ("eth-r2",)), flow("to-h2", EGRESS, ("eth-r2",))],
-        sessions=[sender("s2", "r3", "r1", "to-h1", "to-h2")],
+        local_sids=(fleet.sids["fc00:0:3::d6"],),
+        policies=(fleet.policies["to-h1"],),
+        flows=(flow("to-h1", INGRESS, ("eth-r2",)), flow("to-h2", EGRESS, ("eth-r2",))),
+        sessions=(sender("s2", "r3", "r1", "to-h1", "to-h2"),),
         reflector=reflector("r3", 1, "to-h2", "to-h1", "r1"),
     )
 
@@ -158,7 +142,7 @@ def test_only_measured_policies_are_monitored_flows():
     assert monitored(fleet) == set()
     derived = node_states(fleet)
     assert all(not s.flows and not s.sessions for s in derived.states.values())
-    assert all(not s.HasField("reflector") for s in derived.states.values())
+    assert all(s.reflector is None for s in derived.states.values())
     assert [p.name for p in derived.states["r1"].policies] == ["to-h2"]
 
 
@@ -167,18 +151,18 @@ def test_a_node_with_no_known_interface_is_a_problem_and_gets_no_flow():
     fleet.nodes["r2"] = dataclasses.replace(fleet.nodes["r2"], core_interfaces=(), info=None)
     derived = node_states(fleet)
     assert "no interface to hook monitored flows on" in derived.problems["r2"]
-    assert list(derived.states["r2"].flows) == []
+    assert derived.states["r2"].flows == ()
     assert len(derived.states["r1"].flows) == 2
     assert set(derived.problems) == {"r2"}
 
 
 def test_dscp_marking_is_the_whole_domain_s():
     derived = node_states(lab(MarkingMode.DSCP))
-    assert {s.marking.mode for s in derived.states.values()} == {pb.MARKING_MODE_DSCP}
+    assert {s.marking.mode for s in derived.states.values()} == {MarkingMode.DSCP}
 
 
 @pytest.mark.parametrize("behaviour", list(Behaviour))
-def test_every_behaviour_and_encap_mode_has_its_proto_value(behaviour):
+def test_every_behaviour_and_encap_mode_reaches_the_node_as_given(behaviour):
     fleet = Fleet(
         nodes={"r1": Node("r1", "r1:1")},
         sids={
@@ -192,10 +176,5 @@ def test_every_behaviour_and_encap_mode_has_its_proto_value(behaviour):
         },
     )
     state = node_states(fleet).states["r1"]
-    (sid,) = state.local_sids
-    assert pb.Behaviour.Name(sid.behaviour) == "BEHAVIOUR_" + behaviour.name
-    assert (sid.nexthop, sid.device, sid.lookup_table) == ("fe80::1", "eth0", 5)
-    assert [pb.EncapMode.Name(p.mode) for p in state.policies] == [
-        "ENCAP_MODE_" + m.name for m in EncapMode
-    ]
-    assert {(p.device, p.table) for p in state.policies} == {("eth1", 7)}
+    assert state.local_sids == tuple(fleet.sids.values())
+    assert state.policies == tuple(fleet.policies.values())

@@ -8,16 +8,9 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from srv6pm.common.srv6 import Behaviour, EncapMode
 from srv6pm.controller.domain.errors import Conflict, Invalid
-from srv6pm.controller.domain.model import (
-    Behaviour,
-    EncapMode,
-    Fleet,
-    LocalSid,
-    Node,
-    Policy,
-    Session,
-)
+from srv6pm.controller.domain.model import Fleet, LocalSid, Node, Policy, Session
 from srv6pm.controller.domain.paths import check_policy, check_session, path, stamp_routes
 
 FORWARD = ("fc00:0:2::e", "fc00:0:3::d6")

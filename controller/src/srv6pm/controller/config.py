@@ -7,8 +7,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from srv6pm.common import settings
-
-from .domain.model import MarkingMode
+from srv6pm.common.srv6 import MarkingMode
 
 
 class Settings(BaseSettings):

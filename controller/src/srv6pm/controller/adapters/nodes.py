@@ -1,4 +1,9 @@
-"""gRPC clients of the node managers (the proto/ contract), over mTLS when configured."""
+"""gRPC clients of the node managers (the proto/ contract), over mTLS when configured.
+
+The rest of the controller speaks domain values (domain/state.py, srv6pm.common.srv6): this module
+alone turns them into protobuf messages and back. Enums are mapped by name (``Behaviour.END_X`` is
+``BEHAVIOUR_END_X``), which tests/test_contract_enums.py checks both ways.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,182 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
+from srv6pm.proto.v1 import records_pb2
 
-from ..domain.model import Behaviour, EncapMode, NodeInfo
+from ..domain.model import LocalSid, NodeInfo, Policy
+from ..domain.state import (
+    Changes,
+    MonitoredFlow,
+    NodeState,
+    Reflector,
+    SenderSession,
+    StateDiff,
+)
 
 MAX_MESSAGE = 64 * 1024 * 1024  # the node manager's own limit: 10,000+ flows in one state
-_BEHAVIOURS = {getattr(pb, "BEHAVIOUR_" + b.name): b.value for b in Behaviour}
-_ENCAP_MODES = {getattr(pb, "ENCAP_MODE_" + m.name): m.value for m in EncapMode}
+
+
+# ---- enums, by name -----------------------------------------------------------------------------
+
+
+def behaviour_to_proto(behaviour: Behaviour) -> pb.Behaviour:
+    value: pb.Behaviour = pb.Behaviour.Value("BEHAVIOUR_" + behaviour.name)
+    return value
+
+
+def encap_mode_to_proto(mode: EncapMode) -> pb.EncapMode:
+    value: pb.EncapMode = pb.EncapMode.Value("ENCAP_MODE_" + mode.name)
+    return value
+
+
+def marking_mode_to_proto(mode: MarkingMode) -> pb.MarkingMode:
+    value: pb.MarkingMode = pb.MarkingMode.Value("MARKING_MODE_" + mode.name)
+    return value
+
+
+def role_to_proto(role: Role) -> records_pb2.Role:
+    value: records_pb2.Role = records_pb2.Role.Value("ROLE_" + role.name)
+    return value
+
+
+def behaviour_of(value: int) -> Behaviour | None:
+    """The behaviour a proto value names; None for UNSPECIFIED or one newer than this code."""
+    name = pb.Behaviour.Name(value) if value in pb.Behaviour.values() else ""
+    return Behaviour.__members__.get(name.removeprefix("BEHAVIOUR_"))
+
+
+def encap_mode_of(value: int) -> EncapMode | None:
+    """The encapsulation mode a proto value names; None as for ``behaviour_of``."""
+    name = pb.EncapMode.Name(value) if value in pb.EncapMode.values() else ""
+    return EncapMode.__members__.get(name.removeprefix("ENCAP_MODE_"))
+
+
+# ---- desired state and its diff -----------------------------------------------------------------
+
+
+def state_to_proto(state: NodeState) -> pb.NodeState:
+    """The ApplyState message of a node's desired state."""
+    message = pb.NodeState(
+        marking=pb.MarkingSettings(
+            mode=marking_mode_to_proto(state.marking.mode),
+            boundary_interfaces=state.marking.boundary_interfaces,
+        ),
+        policies=[_policy(p) for p in state.policies],
+        local_sids=[_local_sid(s) for s in state.local_sids],
+        flows=[_flow(f) for f in state.flows],
+        sessions=[_sender(s) for s in state.sessions],
+    )
+    if state.reflector is not None:
+        message.reflector.CopyFrom(_reflector(state.reflector))
+    return message
+
+
+def _local_sid(sid: LocalSid) -> pb.LocalSid:
+    return pb.LocalSid(
+        sid=sid.sid,
+        behaviour=behaviour_to_proto(sid.behaviour),
+        nexthop=sid.nexthop,
+        lookup_table=sid.lookup_table,
+        device=sid.device,
+        table=sid.table,
+    )
+
+
+def _policy(policy: Policy) -> pb.SrPolicy:
+    return pb.SrPolicy(
+        name=policy.name,
+        prefix=policy.prefix,
+        segments=policy.segments,
+        mode=encap_mode_to_proto(policy.encap_mode),
+        device=policy.device,
+        table=policy.table,
+    )
+
+
+def _flow(flow: MonitoredFlow) -> pb.MonitoredFlow:
+    return pb.MonitoredFlow(
+        name=flow.name,
+        segments=flow.segments,
+        role=role_to_proto(flow.role),
+        interfaces=flow.interfaces,
+        flow_mon_id=flow.flow_mon_id,
+    )
+
+
+def _sender(session: SenderSession) -> pb.SenderSession:
+    return pb.SenderSession(
+        name=session.name,
+        ssid=session.ssid,
+        reflector_address=session.reflector_address,
+        source_address=session.source_address,
+        direct_segments=session.direct_segments,
+        return_segments=session.return_segments,
+        forward_flow=session.forward_flow,
+        reverse_flow=session.reverse_flow,
+        delay_interval_ms=session.delay_interval_ms,
+        hmac_key=session.hmac_key,
+        policy=session.policy,
+        reflector_node=session.reflector_node,
+    )
+
+
+def _reflector(reflector: Reflector) -> pb.ReflectorSettings:
+    return pb.ReflectorSettings(
+        enabled=True,
+        address=reflector.address,
+        stateful=reflector.stateful,
+        hmac_key=reflector.hmac_key,
+        sessions=[
+            pb.ReflectorSession(
+                ssid=s.ssid,
+                forward_flow=s.forward_flow,
+                reverse_flow=s.reverse_flow,
+                return_paths=[
+                    pb.ReturnPath(sender_address=r.sender_address, segments=r.segments)
+                    for r in s.return_paths
+                ],
+            )
+            for s in reflector.sessions
+        ],
+    )
+
+
+def diff_of(reply: pb.ApplyStateResponse) -> StateDiff:
+    """What an ApplyState reply says changed (or would change, for a dry run)."""
+
+    def changes(c: pb.Changes) -> Changes:
+        return Changes(c.added, c.removed, c.unchanged)
+
+    return StateDiff(
+        policies=changes(reply.policies),
+        local_sids=changes(reply.local_sids),
+        flows=changes(reply.flows),
+        sessions=changes(reply.sessions),
+        marking_changed=reply.marking_changed,
+        reflector_changed=reply.reflector_changed,
+    )
+
+
+def info_of(reply: pb.NodeInfo) -> NodeInfo:
+    behaviours = (behaviour_of(b) for b in reply.behaviours)
+    encap_modes = (encap_mode_of(m) for m in reply.encap_modes)
+    return NodeInfo(
+        driver=reply.driver,
+        version=reply.version,
+        period_ns=reply.period_ns,
+        interfaces=tuple(reply.interfaces),
+        behaviours=tuple(b.value for b in behaviours if b is not None),
+        encap_modes=tuple(m.value for m in encap_modes if m is not None),
+        max_flows=reply.max_flows,
+        max_segments=reply.max_segments,
+        warnings=tuple(reply.warnings),
+    )
+
+
+# ---- clients ------------------------------------------------------------------------------------
 
 
 class NodeUnavailable(Exception):
@@ -35,20 +208,6 @@ class Tls:
             private_key=self.key.read_bytes(),
             certificate_chain=self.cert.read_bytes(),
         )
-
-
-def info_of(reply: pb.NodeInfo) -> NodeInfo:
-    return NodeInfo(
-        driver=reply.driver,
-        version=reply.version,
-        period_ns=reply.period_ns,
-        interfaces=tuple(reply.interfaces),
-        behaviours=tuple(_BEHAVIOURS[b] for b in reply.behaviours if b in _BEHAVIOURS),
-        encap_modes=tuple(_ENCAP_MODES[m] for m in reply.encap_modes if m in _ENCAP_MODES),
-        max_flows=reply.max_flows,
-        max_segments=reply.max_segments,
-        warnings=tuple(reply.warnings),
-    )
 
 
 class NodeClients:
@@ -88,17 +247,25 @@ class NodeClients:
             raise NodeUnavailable(_message(e)) from e
         return info_of(reply)
 
-    def apply(
-        self, node: str, endpoint: str, state: pb.NodeState, dry_run: bool, timeout_s: float
-    ) -> pb.ApplyStateResponse:
-        request = pb.ApplyStateRequest(desired=state, dry_run=dry_run)
+    def diff(self, node: str, endpoint: str, state: NodeState, timeout_s: float) -> StateDiff:
+        """What applying ``state`` would change on the node (a dry run: nothing changes)."""
+        return self._apply(node, endpoint, state, True, timeout_s)
+
+    def apply(self, node: str, endpoint: str, state: NodeState, timeout_s: float) -> StateDiff:
+        """Make the node hold ``state``; what it changed."""
+        return self._apply(node, endpoint, state, False, timeout_s)
+
+    def _apply(
+        self, node: str, endpoint: str, state: NodeState, dry_run: bool, timeout_s: float
+    ) -> StateDiff:
+        request = pb.ApplyStateRequest(desired=state_to_proto(state), dry_run=dry_run)
         try:
             reply: pb.ApplyStateResponse = self._stub(node, endpoint).ApplyState(
                 request, timeout=timeout_s
             )
         except grpc.RpcError as e:
             raise NodeUnavailable(_message(e)) from e
-        return reply
+        return diff_of(reply)
 
     def forget(self, keep: set[str]) -> None:
         """Close the channels of nodes no longer in the fleet."""
@@ -114,11 +281,3 @@ def _message(error: grpc.RpcError) -> str:
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
     return f"{code.name if code else 'ERROR'}: {details}"
-
-
-def changed(reply: pb.ApplyStateResponse) -> bool:
-    """Does an ApplyState (dry run) reply report anything to change?"""
-    parts = (reply.policies, reply.local_sids, reply.flows, reply.sessions)
-    return (
-        any(c.added or c.removed for c in parts) or reply.marking_changed or reply.reflector_changed
-    )

@@ -15,8 +15,7 @@ from pydantic import (
     StringConstraints,
     model_validator,
 )
-
-from ..domain.model import Behaviour, EncapMode, MarkingMode
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 
 
 def _text(value: object) -> object:

@@ -1,4 +1,4 @@
-"""Each node's NodeState (the node-manager contract) from the domain's desired state.
+"""Each node's NodeState (domain/state.py) from the domain's desired state.
 
 A policy that a session measures (forward or return) is a monitored flow named after the policy,
 with the policy's FlowMonID: INGRESS at its head-end, TRANSIT at each SID's node, EGRESS at its
@@ -10,23 +10,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from srv6pm.proto.v1 import node_manager_pb2 as pb
-from srv6pm.proto.v1 import records_pb2
+from srv6pm.common.srv6 import Role
 
-from .model import Behaviour, EncapMode, Fleet, MarkingMode, Policy
+from .model import Fleet, LocalSid, Policy
 from .paths import path
-
-BEHAVIOURS = {b: getattr(pb, "BEHAVIOUR_" + b.name) for b in Behaviour}
-ENCAP_MODES = {m: getattr(pb, "ENCAP_MODE_" + m.name) for m in EncapMode}
-MARKING_MODES = {m: getattr(pb, "MARKING_MODE_" + m.name) for m in MarkingMode}
+from .state import (
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    Reflector,
+    ReflectorSession,
+    ReturnPath,
+    SenderSession,
+)
 
 
 @dataclass
 class Derived:
     """Every node's state, and why a node's flows could not be placed (it has no interfaces)."""
 
-    states: dict[str, pb.NodeState] = field(default_factory=dict)
+    states: dict[str, NodeState] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Placed:
+    """One node's state while it is being derived."""
+
+    marking: Marking
+    local_sids: list[LocalSid] = field(default_factory=list)
+    policies: list[Policy] = field(default_factory=list)
+    flows: list[MonitoredFlow] = field(default_factory=list)
+    sessions: list[SenderSession] = field(default_factory=list)
+    reflector: Reflector | None = None
+
+    def state(self) -> NodeState:
+        return NodeState(
+            self.marking,
+            tuple(self.local_sids),
+            tuple(self.policies),
+            tuple(self.flows),
+            tuple(self.sessions),
+            self.reflector,
+        )
 
 
 def monitored(fleet: Fleet) -> set[str]:
@@ -35,78 +61,49 @@ def monitored(fleet: Fleet) -> set[str]:
 
 
 def node_states(fleet: Fleet) -> Derived:
-    out = Derived()
-    for node in fleet.nodes.values():
-        state = pb.NodeState()
-        state.marking.mode = MARKING_MODES[fleet.marking_mode]
-        state.marking.boundary_interfaces.extend(node.boundary_interfaces)
-        out.states[node.name] = state
+    placed = {
+        node.name: _Placed(Marking(fleet.marking_mode, node.boundary_interfaces))
+        for node in fleet.nodes.values()
+    }
+    problems: dict[str, str] = {}
     for sid in fleet.sids.values():
-        out.states[sid.node].local_sids.append(
-            pb.LocalSid(
-                sid=sid.sid,
-                behaviour=BEHAVIOURS[sid.behaviour],
-                nexthop=sid.nexthop,
-                lookup_table=sid.lookup_table,
-                device=sid.device,
-                table=sid.table,
-            )
-        )
+        placed[sid.node].local_sids.append(sid)
     for policy in fleet.policies.values():
-        out.states[policy.head_node].policies.append(
-            pb.SrPolicy(
-                name=policy.name,
-                prefix=policy.prefix,
-                segments=policy.segments,
-                mode=ENCAP_MODES[policy.encap_mode],
-                device=policy.device,
-                table=policy.table,
-            )
-        )
+        placed[policy.head_node].policies.append(policy)
     for name in sorted(monitored(fleet)):
-        _place_flow(fleet.policies[name], fleet, out)
-    _place_sessions(fleet, out)
-    return out
+        _place_flow(fleet.policies[name], fleet, placed, problems)
+    _place_sessions(fleet, placed)
+    return Derived({name: p.state() for name, p in placed.items()}, problems)
 
 
-def _place_flow(policy: Policy, fleet: Fleet, out: Derived) -> None:
+def _place_flow(
+    policy: Policy, fleet: Fleet, placed: dict[str, _Placed], problems: dict[str, str]
+) -> None:
     nodes = path(policy, fleet)
     for i, node in enumerate(nodes):
-        role = (
-            records_pb2.ROLE_INGRESS
-            if i == 0
-            else records_pb2.ROLE_EGRESS
-            if i == len(nodes) - 1
-            else records_pb2.ROLE_TRANSIT
-        )
+        role = Role.INGRESS if i == 0 else Role.EGRESS if i == len(nodes) - 1 else Role.TRANSIT
         interfaces = fleet.nodes[node].monitored_interfaces()
         if not interfaces:
-            out.problems[node] = (
+            problems[node] = (
                 "no interface to hook monitored flows on: set core_interfaces, or wait for "
                 "the node manager to report its interfaces"
             )
             continue
-        out.states[node].flows.append(
-            pb.MonitoredFlow(
-                name=policy.name,
-                segments=policy.segments,
-                role=role,
-                interfaces=interfaces,
-                flow_mon_id=policy.flow_mon_id,
-            )
+        placed[node].flows.append(
+            MonitoredFlow(policy.name, policy.segments, role, interfaces, policy.flow_mon_id)
         )
 
 
-def _place_sessions(fleet: Fleet, out: Derived) -> None:
-    reflected: dict[str, list[pb.ReflectorSession]] = {}
+def _place_sessions(fleet: Fleet, placed: dict[str, _Placed]) -> None:
+    reflected: dict[str, list[ReflectorSession]] = {}
     keys: dict[str, bytes] = {}
     for session in sorted(fleet.sessions.values(), key=lambda s: s.name):
         forward = fleet.policies[session.policy]
         back = fleet.policies[session.return_policy]
         sender = fleet.nodes[forward.head_node]
         reflector = fleet.nodes[forward.tail_node]
-        out.states[sender.name].sessions.append(
-            pb.SenderSession(
+        placed[sender.name].sessions.append(
+            SenderSession(
                 name=session.name,
                 ssid=session.ssid,
                 reflector_address=reflector.probe_address,
@@ -122,23 +119,17 @@ def _place_sessions(fleet: Fleet, out: Derived) -> None:
             )
         )
         reflected.setdefault(reflector.name, []).append(
-            pb.ReflectorSession(
+            ReflectorSession(
                 ssid=session.ssid,
                 forward_flow=forward.name,
                 reverse_flow=back.name,
-                return_paths=[
-                    pb.ReturnPath(sender_address=sender.probe_address, segments=back.segments)
-                ],
+                return_paths=(ReturnPath(sender.probe_address, back.segments),),
             )
         )
         keys[reflector.name] = session.hmac_key
     for node, sessions in reflected.items():
-        out.states[node].reflector.CopyFrom(
-            pb.ReflectorSettings(
-                enabled=True,
-                address=fleet.nodes[node].probe_address,
-                stateful=True,
-                hmac_key=keys[node],
-                sessions=sessions,
-            )
+        placed[node].reflector = Reflector(
+            address=fleet.nodes[node].probe_address,
+            hmac_key=keys[node],
+            sessions=tuple(sessions),
         )

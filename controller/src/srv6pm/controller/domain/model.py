@@ -4,43 +4,8 @@ policies and monitoring sessions. Pure data; the SQL store and the REST schemas 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class Behaviour(StrEnum):
-    """Local SID behaviours (RFC 8986 section 4)."""
-
-    END = "End"
-    END_X = "End.X"
-    END_T = "End.T"
-    END_DT4 = "End.DT4"
-    END_DT6 = "End.DT6"
-    END_DT46 = "End.DT46"
-    END_DX4 = "End.DX4"
-    END_DX6 = "End.DX6"
-
-    @property
-    def decapsulates(self) -> bool:
-        """Does the behaviour remove the outer header (the end of an encapsulating policy)?"""
-        return self.value.startswith(("End.DT", "End.DX"))
-
-
-class EncapMode(StrEnum):
-    """How a head-end steers traffic into a policy (RFC 8986 section 5)."""
-
-    ENCAP = "encap"  # H.Encaps
-    ENCAP_RED = "encap-red"  # H.Encaps.Red
-    INLINE = "inline"  # H.Insert
-    L2ENCAP = "l2encap"  # H.Encaps.L2
-
-    @property
-    def encapsulates(self) -> bool:
-        return self is not EncapMode.INLINE
-
-
-class MarkingMode(StrEnum):
-    ALTMARK = "altmark"  # RFC 9343 AltMark option: the customer's DSCP untouched
-    DSCP = "dscp"  # two Traffic Class bits (the PF-PLM paper): changes the DSCP transit sees
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 
 
 @dataclass(frozen=True)

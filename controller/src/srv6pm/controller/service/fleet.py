@@ -13,12 +13,13 @@ from typing import Any, Generic, TypeVar, cast
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session as Db
+from srv6pm.common.srv6 import MarkingMode
 
 from ..adapters.sql import store
 from ..adapters.sql.store import Store
 from ..adapters.sql.tables import LocalSidRow, NodeRow, PolicyRow, Revisioned, SessionRow
 from ..domain.errors import Conflict, Exhausted, Invalid, NotFound
-from ..domain.model import Fleet, LocalSid, MarkingMode, Node, Policy, Session
+from ..domain.model import Fleet, LocalSid, Node, Policy, Session
 from ..domain.paths import check_policy, check_session
 
 MAX_FLOW_MON_ID = (1 << 20) - 1  # RFC 9343: a 20-bit field

@@ -10,26 +10,37 @@ per node (0.5 s doubling to 30 s); the outcome of each node is stored with it.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Protocol
 
-from srv6pm.proto.v1 import node_manager_pb2 as pb
+from srv6pm.common.srv6 import MarkingMode
 
-from ..adapters.nodes import NodeClients, NodeUnavailable, changed
+from ..adapters.nodes import NodeUnavailable
 from ..adapters.sql import store
 from ..adapters.sql.store import Store
 from ..adapters.sql.tables import NodeRow
 from ..domain.derive import node_states
-from ..domain.model import MarkingMode, Node, NodeInfo
+from ..domain.model import Node, NodeInfo
+from ..domain.state import NodeState, StateDiff
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN_S = 0.5
 BACKOFF_MAX_S = 30.0
+
+
+class NodeManagers(Protocol):
+    """The node managers as the reconciler drives them (adapters/nodes.NodeClients); each call
+    raises NodeUnavailable when the node cannot be reached or refuses."""
+
+    def info(self, node: str, endpoint: str) -> NodeInfo: ...
+    def diff(self, node: str, endpoint: str, state: NodeState, timeout_s: float) -> StateDiff: ...
+    def apply(self, node: str, endpoint: str, state: NodeState, timeout_s: float) -> StateDiff: ...
+    def forget(self, keep: set[str]) -> None: ...
 
 
 @dataclass
@@ -45,7 +56,7 @@ class Outcome:
 
 @dataclass
 class _NodeTrack:
-    digest: bytes = b""  # of the state the node last took (or was found to hold)
+    taken: NodeState | None = None  # the state the node last took (or was found to hold)
     checked: float = 0.0  # monotonic time of the last dry run
     retry_at: float = 0.0
     backoff: float = 0.0
@@ -64,7 +75,7 @@ class Reconciler:
     def __init__(
         self,
         db: Store,
-        clients: NodeClients,
+        clients: NodeManagers,
         marking_mode: MarkingMode,
         resync_s: float,
         apply_timeout_s: float,
@@ -157,32 +168,31 @@ class Reconciler:
         except NodeUnavailable as e:
             return Outcome(error=f"unreachable: {e}")
 
-    def _converge(self, node: Node, state: pb.NodeState, problem: str, outcome: Outcome) -> Outcome:
+    def _converge(self, node: Node, state: NodeState, problem: str, outcome: Outcome) -> Outcome:
         if problem:
             outcome.error = problem
             return outcome
         track = self._track[node.name]
-        digest = hashlib.sha256(state.SerializeToString(deterministic=True)).digest()
         now = time.monotonic()
-        if digest == track.digest and now - track.checked < self._resync:
+        if state == track.taken and now - track.checked < self._resync:
             outcome.applied = True
             return outcome
         try:
-            dry = self._clients.apply(node.name, node.endpoint, state, True, self._apply_timeout)
+            dry = self._clients.diff(node.name, node.endpoint, state, self._apply_timeout)
             track.checked = time.monotonic()
-            if changed(dry):
-                outcome.drift = digest == track.digest
-                self._clients.apply(node.name, node.endpoint, state, False, self._apply_timeout)
+            if dry.changed:
+                outcome.drift = state == track.taken
+                self._clients.apply(node.name, node.endpoint, state, self._apply_timeout)
                 self.stats.applies += 1
                 log.info(
                     "node %s: applied%s (policies %s, flows %s, sessions %s)",
                     node.name,
                     " after drift" if outcome.drift else "",
-                    _changes(dry.policies),
-                    _changes(dry.flows),
-                    _changes(dry.sessions),
+                    dry.policies,
+                    dry.flows,
+                    dry.sessions,
                 )
-            track.digest = digest
+            track.taken = state
             outcome.applied = True
         except NodeUnavailable as e:
             outcome.error = str(e)
@@ -198,7 +208,7 @@ class Reconciler:
                 else:
                     track.backoff = min(BACKOFF_MAX_S, max(BACKOFF_MIN_S, track.backoff * 2))
                     track.retry_at = time.monotonic() + track.backoff
-                    track.digest = b""
+                    track.taken = None
                     self.stats.failures += 1
                     log.warning(
                         "node %s: %s (retry in %.1f s)", name, _short(outcome.error), track.backoff
@@ -223,10 +233,6 @@ def _short(message: str, limit: int = 1000) -> str:
     if len(message) <= limit:
         return message
     return f"{message[:limit]} ... ({len(message) - limit} more characters)"
-
-
-def _changes(c: pb.Changes) -> str:
-    return f"+{c.added} -{c.removed}"
 
 
 def _info_json(info: NodeInfo) -> dict[str, object]:

@@ -19,17 +19,9 @@ from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 
-from ...domain.model import (
-    Behaviour,
-    EncapMode,
-    Fleet,
-    LocalSid,
-    MarkingMode,
-    Node,
-    NodeInfo,
-    Policy,
-)
+from ...domain.model import Fleet, LocalSid, Node, NodeInfo, Policy
 from ...domain.model import Session as MeasurementSession
 from .tables import AuditRow, LocalSidRow, NodeRow, PolicyRow, SessionRow
 
