@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import block_packets, running_lab
-from srv6pm.lab import scenario
+from srv6pm.lab import LabError, scenario
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.scenario import FORWARD, H1, H2, REVERSE
-from srv6pm.lab.topology import LabError
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 CONTAINER_CAPABILITIES = ("NET_ADMIN", "NET_BIND_SERVICE", "BPF", "PERFMON")

@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .drops import DropRule
-    from .lab import Lab, UdpReceiver
-    from .topology import LabError, Topology, TopologyError
-    from .traffic import ReceiveResult, SendResult
+    from .errors import LabError
+    from .lab import Lab
+    from .topology import Topology, TopologyError
+    from .traffic import ReceiveResult, SendResult, UdpReceiver
 
 _EXPORTS = {
     "DropRule": "drops",
     "Lab": "lab",
-    "UdpReceiver": "lab",
-    "LabError": "topology",
+    "UdpReceiver": "traffic",
+    "LabError": "errors",
     "Topology": "topology",
     "TopologyError": "topology",
     "ReceiveResult": "traffic",

@@ -7,8 +7,9 @@ import json
 import sys
 from dataclasses import asdict
 
+from .errors import LabError
 from .lab import Lab
-from .topology import LabError, Topology, TopologyError
+from .topology import Topology, TopologyError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""Bulk TCP/IPv6 test traffic, run inside lab namespaces (``Lab.tcp_transfer``).
+"""Bulk TCP/IPv6 test traffic: the program run inside lab namespaces, and :func:`transfer`,
+which runs both ends from the host (``Lab.tcp_transfer``).
 
 Receive one connection, read it to the end::
 
@@ -23,10 +24,18 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import LabError
+from .programs import module_argv, readline, report
+
+if TYPE_CHECKING:
+    from .network import Network
 
 DEFAULT_PORT = 9100
 SETTLE_S = 0.3  # after close: the last ACKs and FINs of both sides have left
@@ -84,6 +93,45 @@ def send(dst: str, port: int, nbytes: int) -> TcpResult:
     last = time.time()
     time.sleep(SETTLE_S)
     return TcpResult(nbytes, sent_segments() - before, first, last)
+
+
+# --- from the host: both ends run in lab nodes --------------------------------------------
+
+
+def transfer(
+    network: Network, src: str, dst: str, dst_address: str, nbytes: int, port: int = DEFAULT_PORT
+) -> tuple[TcpResult, TcpResult]:
+    """Send ``nbytes`` over one TCP connection from host ``src`` to host ``dst`` (at
+    ``dst_address``); what the sender and the receiver report."""
+    receiver = network.popen(
+        dst,
+        module_argv("tcp", "--port", str(port), "--listen"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if '"ready"' not in readline(receiver, 10.0):
+            raise LabError(f"TCP receiver in {dst} did not start")
+        sent = network.exec(
+            src,
+            module_argv(
+                "tcp", "--port", str(port), "--connect", dst_address, "--bytes", str(nbytes)
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if sent.returncode != 0:
+            raise LabError(f"TCP sender in {src} failed: {sent.stderr.strip()}")
+        out, err = receiver.communicate(timeout=30)
+        if receiver.returncode != 0:
+            raise LabError(f"TCP receiver in {dst} failed: {err.strip()}")
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.communicate()
+    return report(TcpResult, sent.stdout.splitlines()[-1]), report(TcpResult, out.splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,14 +25,12 @@ from pydantic import (
     model_validator,
 )
 
+from .errors import LabError
+
 IFNAMSIZ = 15  # longest Linux interface name (IFNAMSIZ - 1)
 
 NodeName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,14}$")]
 Prefix = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")]
-
-
-class LabError(Exception):
-    """Any lab failure with a message meant for the user."""
 
 
 class TopologyError(LabError):

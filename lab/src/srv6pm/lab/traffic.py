@@ -1,4 +1,5 @@
-"""UDP/IPv6 test traffic, run inside a lab namespace (``Lab.send_udp`` / ``Lab.receive_udp``).
+"""UDP/IPv6 test traffic: the program run inside a lab namespace, and its driver on the host
+(:func:`send_udp`, :func:`receive_udp`: ``Lab.send_udp`` / ``Lab.receive_udp``).
 
 Send exactly N datagrams::
 
@@ -21,15 +22,25 @@ that never arrived.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv6Address
 from types import FrameType
+from typing import TYPE_CHECKING
+
+from .errors import LabError
+from .programs import module_argv, readline, report
+
+if TYPE_CHECKING:
+    from .network import Network
 
 HEADER = struct.Struct("!QQ")  # sequence number, send time (ns since the epoch)
 DEFAULT_PORT = 9000
@@ -149,6 +160,100 @@ def _sleep_until(wall: float) -> None:
 def _sleep_mono(target: float) -> None:
     while (left := target - time.monotonic()) > 0:
         time.sleep(left)
+
+
+# --- from the host: the program run in a lab node ----------------------------------------
+
+
+def send_udp(
+    network: Network,
+    node: str,
+    dst: str,
+    count: int,
+    *,
+    port: int = DEFAULT_PORT,
+    size: int = 64,
+    at: float | None = None,
+    interval: float = 0.001,
+    timeout: float | None = None,
+    tclass: int = 0,
+) -> SendResult:
+    """Send exactly ``count`` UDP datagrams from ``node`` (this module, run in its namespace)."""
+    argv = module_argv(
+        "traffic",
+        "--dst",
+        dst,
+        "--count",
+        str(count),
+        "--port",
+        str(port),
+        "--size",
+        str(size),
+        "--interval",
+        str(interval),
+        "--tclass",
+        str(tclass),
+    )
+    if at is not None:
+        argv += ["--at", repr(at)]
+    r = network.exec(node, argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if r.returncode != 0:
+        raise LabError(f"traffic sender in {node} failed: {r.stderr.strip()}")
+    return report(SendResult, r.stdout.strip().splitlines()[-1])
+
+
+class UdpReceiver:
+    """A ``srv6pm.lab.traffic --listen`` process; see :meth:`Lab.receive_udp`."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Block until the receiver has bound its socket."""
+        line = readline(self.proc, timeout)
+        if '"ready"' not in line:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise LabError(f"UDP receiver did not start: {err.strip() or line}")
+
+    def result(self, timeout: float = 60.0) -> ReceiveResult:
+        """Wait for the receiver to finish (idle/timeout) and return what it counted."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            out, err = self.proc.communicate()
+        if self.proc.returncode != 0 or not out.strip():
+            raise LabError(f"UDP receiver failed: {err.strip()}")
+        return report(ReceiveResult, out.strip().splitlines()[-1])
+
+    def close(self) -> None:
+        """Stop the receiver if still running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.communicate()
+
+
+@contextlib.contextmanager
+def receive_udp(
+    network: Network,
+    node: str,
+    *,
+    port: int = DEFAULT_PORT,
+    idle: float = 1.0,
+    timeout: float = 60.0,
+) -> Iterator[UdpReceiver]:
+    """Context manager: a UDP receiver listening in ``node``; call ``.result()`` in it."""
+    argv = module_argv(
+        "traffic", "--listen", "--port", str(port), "--idle", str(idle), "--timeout", str(timeout)
+    )
+    proc = network.popen(node, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    receiver = UdpReceiver(proc)
+    try:
+        receiver.wait_ready()
+        yield receiver
+    finally:
+        receiver.close()
 
 
 def main(argv: list[str] | None = None) -> int:
