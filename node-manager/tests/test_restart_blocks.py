@@ -28,13 +28,6 @@ def start(driver, clock, tmp_path):
     return service, journal
 
 
-def tick(service) -> None:
-    """One pass of the snapshot loop."""
-    with service._read_lock:
-        due = service._snapshot_if_due(service._clock())
-    service._publish(due)
-
-
 def test_every_journaled_block_is_readable_after_a_kill_and_restart(tmp_path):
     driver = MemoryDriver()  # its counters outlive the process, as pinned maps do
     clock = Clock(B0 * T - T + S // 10)  # the flow is added early in block b0 - 1
@@ -44,7 +37,7 @@ def test_every_journaled_block_is_readable_after_a_kill_and_restart(tmp_path):
         if block >= B0:
             driver.counts["f"][colour(block)] += sent_in(block)
         clock.now = block * T + T // 2  # the read point: the middle of the block
-        tick(service)
+        service.periodic.tick()
     journal.flush()
     # killed in block b0+7 after its snapshot, back 1.4 s later (nothing saved on the way out)
     service.stamp.stop()
@@ -55,7 +48,7 @@ def test_every_journaled_block_is_readable_after_a_kill_and_restart(tmp_path):
         driver.counts["f"][colour(B0 + 8)] += sent_in(B0 + 8)
         for block in (B0 + 8, B0 + 9):
             clock.now = block * T + T // 2
-            tick(service)
+            service.periodic.tick()
         journal.flush()
         read = {b: service.read_block([], b).counts["f"][0] for b in range(B0, B0 + 9)}
         assert read == {b: sent_in(b) for b in range(B0, B0 + 9)}

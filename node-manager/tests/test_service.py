@@ -22,7 +22,8 @@ from srv6pm.node_manager.domain.model import (
     SrPolicy,
 )
 from srv6pm.node_manager.drivers.base import Capabilities, ColourCount
-from srv6pm.node_manager.service.node import NodeService, kernel_reflection
+from srv6pm.node_manager.service.kernel_reflection import kernel_reflection
+from srv6pm.node_manager.service.node import NodeService
 from srv6pm.node_manager.service.results import ResultsService
 from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
 from srv6pm.twamp.error_estimate import clock_error_estimate
@@ -109,27 +110,45 @@ class MemoryDriver:
     def remove_local_address(self, address):
         pass
 
-    def set_kernel_reflector(self, reflection):
-        self.reflection = reflection
-        self.calls += 1
-
-    def refresh_kernel_reflector(self):
+    def close(self):
         pass
 
-    def publish_reflector_block(self, block, counts):
-        self.published.append((block, dict(counts)))
 
-    def next_reflector_sequence(self, sender, ssid):
+@dataclass
+class MemoryReflector:
+    """The optional in-kernel reflector (drivers.base.KernelReflector), recording its calls."""
+
+    driver: "ReflectingDriver"
+
+    def apply(self, reflection):
+        self.driver.reflection = reflection
+        self.driver.calls += 1
+
+    def refresh(self):
+        pass
+
+    def publish_block(self, block, counts):
+        self.driver.published.append((block, dict(counts)))
+
+    def next_sequence(self, sender, ssid):
         return None
 
-    def kernel_reflector_stats(self):
-        return {}
+    def stats(self):
+        return {"answered": 3}
+
+
+@dataclass
+class ReflectingDriver(MemoryDriver):
+    """A driver that offers both optional capabilities, as the linux one does."""
+
+    def kernel_reflector(self):
+        return MemoryReflector(self)
+
+    def namespaced_sockets(self):
+        return self
 
     def in_netns(self, fn):
         return fn()
-
-    def close(self):
-        pass
 
 
 class Clock:
@@ -142,7 +161,7 @@ class Clock:
 
 @pytest.fixture
 def node(tmp_path):
-    driver = MemoryDriver()
+    driver = ReflectingDriver()
     clock = Clock(1000 * S + S // 10)  # block 500 (T = 2 s), just after its start
     journal = Journal(tmp_path / "journal.db", 3600, 1 << 30)
     results = ResultsService(journal, "n1", 2 * S, clock=clock)
@@ -246,7 +265,7 @@ def test_the_clocks_state_is_followed_once_per_block(tmp_path):
     # a time daemon that finds its source after the start: the S bit of every Error Estimate
     # the node sends (senders, userspace and kernel reflectors) follows it from the next block
     synced = [False]
-    driver, clock = MemoryDriver(), Clock(1000 * S + S // 10)
+    driver, clock = ReflectingDriver(), Clock(1000 * S + S // 10)
     journal = Journal(tmp_path / "journal.db", 3600, 1 << 30)
     results = ResultsService(journal, "n1", 2 * S, clock=clock)
     service = NodeService(
@@ -257,7 +276,7 @@ def test_the_clocks_state_is_followed_once_per_block(tmp_path):
         assert driver.reflection.error_estimate == clock_error_estimate(False)
         synced[0] = True
         clock.now = 1002 * S + S // 2  # block 501, past the guard after block 500
-        service._publish_reflector_counts()
+        service.periodic.closed_block()
         assert driver.reflection.error_estimate == clock_error_estimate(True)
         userspace = service.stamp._reflector
         assert userspace and userspace[0].config.error_estimate == clock_error_estimate(True)
@@ -321,10 +340,10 @@ def test_unknown_flow_is_not_found(node):
 
 def test_the_snapshot_thread_never_skips_a_block_it_woke_late_in(node):
     service, _, clock = node  # just after the start of block 500 (T = 2 s), nothing read yet
-    assert service._next_read() == 1001 * S  # this block's read point, not the next block's
+    assert service.reads.next_read() == 1001 * S  # this block's read point, not the next's
     clock.now = 1001 * S
-    service._snapshot_if_due(clock())
-    assert service._next_read() == 1003 * S  # read: the next block's
+    service.reads.snapshot()
+    assert service.reads.next_read() == 1003 * S  # read: the next block's
 
 
 def test_loss_probes_of_consecutive_ssids_spread_over_the_whole_window():
@@ -334,3 +353,30 @@ def test_loss_probes_of_consecutive_ssids_spread_over_the_whole_window():
     assert period // 2 <= offsets[0] and offsets[-1] < period * 3 // 4
     assert offsets[-1] - offsets[0] > 2.4 * S  # a run of SSIDs covers the window
     assert max(b - a for a, b in itertools.pairwise(offsets)) < 10_000_000  # no 10 ms gap
+
+
+def test_a_driver_offering_only_the_base_protocol_runs_the_node(tmp_path):
+    # a data plane without an in-kernel reflector or a namespace of its own (VPP): the
+    # userspace reflector answers, sockets open where the node manager runs
+    driver, clock = MemoryDriver(), Clock(1000 * S + S // 10)
+    journal = Journal(tmp_path / "journal.db", 3600, 1 << 30)
+    service = NodeService(
+        driver,
+        ResultsService(journal, "n1", 2 * S, clock=clock),
+        tmp_path,
+        2 * S,
+        S // 4,
+        clock=clock,
+    )
+    try:
+        sessions = (ReflectorSession(7, "f", "f"),)
+        service.apply(
+            replace(STATE, reflector=Reflector(True, "::1", free_udp_port(), sessions=sessions))
+        )
+        assert service.stamp._reflector is not None
+        clock.now = 1002 * S + S // 2
+        service.periodic.tick()
+        assert service.kernel_reflector_stats() == {}
+    finally:
+        service.stop()
+        journal.close()

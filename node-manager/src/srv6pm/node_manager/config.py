@@ -10,6 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from srv6pm.common import settings
 
+from .drivers import registry
+
 
 class Settings(BaseSettings):
     """Every setting of the node manager, with defaults that run on a single router."""
@@ -21,6 +23,11 @@ class Settings(BaseSettings):
         "127.0.0.1:50051",
         description="gRPC listen address host:port, or unix:PATH. Anything but loopback or a "
         "unix socket needs mutual TLS (tls_ca, tls_cert, tls_key).",
+    )
+    driver: str = Field(
+        registry.DEFAULT,
+        description="Data plane driver: linux (netlink routes, eBPF marking and counting). "
+        "An unknown name stops the start with the list of known drivers.",
     )
     netns: str = Field("", description="Network namespace to program ('' = our own).")
     period_s: float = Field(10.0, gt=0, description="Marking period T in seconds.")
@@ -84,6 +91,14 @@ class Settings(BaseSettings):
         description="Private key (PEM) of tls_cert; keep it readable by root only.",
         json_schema_extra={"doc_default": "(none: plaintext)"},
     )
+
+    @field_validator("driver")
+    @classmethod
+    def _known_driver(cls, value: str) -> str:
+        try:
+            return registry.check(value)
+        except registry.UnknownDriver as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("kafka_config", mode="before")
     @classmethod

@@ -15,13 +15,13 @@ from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 
 from .adapters import metrics
+from .adapters.clock import kernel_clock_synchronised
 from .adapters.journal import Journal
 from .adapters.kafka import KafkaPublisher
 from .api.servicer import NodeManagerServicer
 from .config import Settings
 from .domain.errors import NodeManagerError
-from .drivers.linux.clock import kernel_clock_synchronised
-from .drivers.linux.driver import LinuxDriver
+from .drivers import registry
 from .service.node import NodeService
 from .service.results import ResultsService
 
@@ -87,13 +87,7 @@ class NodeManagerServer:
         # before anything touches the router: bad TLS files or a taken port stop the start
         self.port = _bind(self.grpc, settings.listen, server_credentials(settings))
         settings.state_dir.mkdir(parents=True, exist_ok=True)
-        self.driver = LinuxDriver(
-            settings.bpf_dir,
-            settings.state_dir,
-            settings.period_ns,
-            settings.netns,
-            settings.bpf_object,
-        )
+        self.driver = registry.open_driver(settings.driver, settings)
         synced = {"yes": True, "no": False}.get(settings.clock_sync)
         self.journal = Journal(
             settings.state_dir / "journal.db",
@@ -178,10 +172,11 @@ class NodeManagerServer:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         tls = self._settings.tls
         log.info(
-            "node manager %s serving on %s mode=%s (netns=%s, T=%ss)",
+            "node manager %s serving on %s mode=%s (driver=%s, netns=%s, T=%ss)",
             self._settings.node_id,
             self._settings.listen,
             f"mutual-tls client_ca={self._settings.tls_ca}" if tls else "plaintext-loopback",
+            self._settings.driver,
             self._settings.netns or "-",
             self._settings.period_s,
         )

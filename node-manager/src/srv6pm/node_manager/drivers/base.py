@@ -1,11 +1,18 @@
-"""The data plane driver interface. The rest of the node manager only sees this module."""
+"""The data plane driver interface. The rest of the node manager only sees this module.
+
+`DataPlaneDriver` is what every data plane does. What only some can do is an optional
+capability, a Protocol of its own that a driver offers through an accessor (None: not here, or
+not on this host): the node manager works without each, and a driver that lacks one defines
+nothing for it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import Protocol, TypeVar, runtime_checkable
 
 from srv6pm.common.srv6 import Behaviour, EncapMode
 
@@ -95,31 +102,73 @@ class DataPlaneDriver(Protocol):
 
     def read_stats(self) -> PacketStats: ...
 
-    def set_kernel_reflector(self, reflection: KernelReflection | None) -> None:
-        """Answer these probes in the kernel (None: none; the userspace reflector does)."""
+    def close(self) -> None: ...
+
+
+class DriverSettings(Protocol):
+    """What a driver is opened with: the node manager's settings (each driver reads its own)."""
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def period_ns(self) -> int: ...
+
+
+# ---- optional capabilities ---------------------------------------------------------------------
+
+
+class KernelReflector(Protocol):
+    """A STAMP Session-Reflector in the data plane itself (Linux: eBPF on tc). Without one the
+    userspace reflector answers every probe."""
+
+    def apply(self, reflection: KernelReflection | None) -> None:
+        """Answer these probes in the data plane (None: none; the userspace reflector does)."""
         ...
 
-    def refresh_kernel_reflector(self) -> None:
-        """Bring what the in-kernel reflector reads of the clock (the TAI-UTC offset) up to date,
-        and hook it on interfaces that appeared since it was set."""
+    def refresh(self) -> None:
+        """Bring what it reads of the clock (the TAI-UTC offset) up to date, and take in the
+        interfaces that appeared since it was applied. Called once per block."""
         ...
 
-    def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
-        """Give the in-kernel reflector sessions' counts of a closed block: SSID -> (forward,
-        reverse)."""
+    def publish_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
+        """The sessions' counts of a closed block: SSID -> (forward, reverse)."""
         ...
 
-    def next_reflector_sequence(self, sender: str, ssid: int) -> int | None:
-        """The in-kernel reflector's next stateful sequence number of (sender, SSID), which the
-        userspace reflector shares; None without one."""
+    def next_sequence(self, sender: str, ssid: int) -> int | None:
+        """Its next stateful sequence number of (sender, SSID), which the userspace reflector
+        shares; None if it has none."""
         ...
 
-    def kernel_reflector_stats(self) -> Mapping[str, int]:
-        """What the in-kernel reflector did ({} without one)."""
+    def stats(self) -> Mapping[str, int]:
+        """What it did (the proto's KernelReflectorStats fields)."""
         ...
+
+
+class NamespacedSockets(Protocol):
+    """The data plane's sockets live in a network namespace of their own (Linux: the router's
+    netns). Without it, STAMP sockets are opened where the node manager runs."""
 
     def in_netns(self, fn: Callable[[], T]) -> T:
-        """Run `fn` where the data plane's sockets live (the router's network namespace)."""
+        """`fn()` inside that namespace: sockets it opens belong there."""
         ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class OffersKernelReflector(Protocol):
+    def kernel_reflector(self) -> KernelReflector | None: ...
+
+
+@runtime_checkable
+class OffersNamespacedSockets(Protocol):
+    def namespaced_sockets(self) -> NamespacedSockets | None: ...
+
+
+def kernel_reflector(driver: DataPlaneDriver) -> KernelReflector | None:
+    """The driver's in-kernel reflector, if it offers one and has it on this host."""
+    return driver.kernel_reflector() if isinstance(driver, OffersKernelReflector) else None
+
+
+def namespaced_sockets(driver: DataPlaneDriver) -> NamespacedSockets | None:
+    """Where the driver's sockets live, if not where the node manager runs."""
+    return driver.namespaced_sockets() if isinstance(driver, OffersNamespacedSockets) else None

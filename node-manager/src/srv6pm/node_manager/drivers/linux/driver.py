@@ -7,16 +7,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pyroute2 import IPRoute
 from pyroute2.netns import pushns
 
 from ...domain.errors import FailedPrecondition
 from ...domain.model import KernelReflection, LocalSid, Marking, MonitoredFlow, SrPolicy
-from ..base import Capabilities, FlowCounters, PacketStats
+from ..base import Capabilities, DriverSettings, FlowCounters, PacketStats
 from .hooks import Hooks
-from .kernel_reflector import KernelReflector
+from .kernel_reflector import KernelReflector as ReflectorProgram
 from .maps import MAX_FLOWS
 from .monitor import Monitor, tai_offset_ns
 from .routes import Routes
@@ -37,15 +37,16 @@ class LinuxDriver:
         netns: str = "",
         bpf_object: Path | None = None,
     ) -> None:
-        self._ipr: Any = NetnsNetlink(netns)
+        self._ipr = NetnsNetlink(netns)
         self._routes = Routes(self._ipr)
         behaviours, modes = self._routes.probe()
         self._caps = Capabilities("linux", behaviours, modes, MAX_FLOWS, 64)
         self._monitor = Monitor(bpf_dir, state_dir, Hooks(self._ipr), period_ns, bpf_object)
         self._monitor.sync_hooks()
-        self._reflector: KernelReflector | None = None
+        self._reflector: InKernelReflector | None = None
         try:
-            self._reflector = KernelReflector(bpf_dir, hooks=Hooks(self._ipr))
+            program = ReflectorProgram(bpf_dir, hooks=Hooks(self._ipr))
+            self._reflector = InKernelReflector(program, self._routes)
         except FailedPrecondition as e:  # the userspace reflector answers everything then
             log.warning("no in-kernel STAMP reflector: %s", e)
 
@@ -103,30 +104,63 @@ class LinuxDriver:
     def read_stats(self) -> PacketStats:
         return self._monitor.read_stats()
 
-    def set_kernel_reflector(self, reflection: KernelReflection | None) -> None:
-        if self._reflector:
-            self._reflector.apply(reflection, self.interfaces(), tai_offset_ns())
+    def kernel_reflector(self) -> InKernelReflector | None:
+        return self._reflector
 
-    def refresh_kernel_reflector(self) -> None:
-        if self._reflector:
-            self._reflector.refresh_offset(tai_offset_ns())
-            self._reflector.hook(self.interfaces())
-
-    def publish_reflector_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
-        if self._reflector:
-            self._reflector.publish_block(block, counts)
-
-    def next_reflector_sequence(self, sender: str, ssid: int) -> int | None:
-        return self._reflector.next_sequence(sender, ssid) if self._reflector else None
-
-    def kernel_reflector_stats(self) -> Mapping[str, int]:
-        return self._reflector.stats() if self._reflector else {}
-
-    def in_netns(self, fn: Callable[[], T]) -> T:
-        return self._ipr.run(fn)  # type: ignore[no-any-return]
+    def namespaced_sockets(self) -> NetnsNetlink:
+        return self._ipr
 
     def close(self) -> None:
         self._ipr.close()
+
+
+class InKernelReflector:
+    """The eBPF STAMP reflector (kernel_reflector.py) as the driver offers it
+    (base.KernelReflector): hooked on every interface of the namespace."""
+
+    def __init__(self, program: ReflectorProgram, routes: Routes) -> None:
+        self._program = program
+        self._routes = routes
+
+    def apply(self, reflection: KernelReflection | None) -> None:
+        self._program.apply(reflection, self._routes.interfaces(), tai_offset_ns())
+
+    def refresh(self) -> None:
+        self._program.refresh_offset(tai_offset_ns())
+        self._program.hook(self._routes.interfaces())
+
+    def publish_block(self, block: int, counts: Mapping[int, tuple[int, int]]) -> None:
+        self._program.publish_block(block, counts)
+
+    def next_sequence(self, sender: str, ssid: int) -> int | None:
+        return self._program.next_sequence(sender, ssid)
+
+    def stats(self) -> Mapping[str, int]:
+        return self._program.stats()
+
+
+class LinuxSettings(DriverSettings, Protocol):
+    """The settings the linux driver reads."""
+
+    @property
+    def bpf_dir(self) -> Path: ...
+
+    @property
+    def netns(self) -> str: ...
+
+    @property
+    def bpf_object(self) -> Path | None: ...
+
+
+def open_driver(settings: LinuxSettings) -> LinuxDriver:
+    """The registry's entry point (drivers/registry.py)."""
+    return LinuxDriver(
+        settings.bpf_dir,
+        settings.state_dir,
+        settings.period_ns,
+        settings.netns,
+        settings.bpf_object,
+    )
 
 
 class NetnsNetlink:
@@ -157,7 +191,7 @@ class NetnsNetlink:
 
         return call
 
-    def run(self, fn: Callable[[], T]) -> T:
+    def in_netns(self, fn: Callable[[], T]) -> T:
         """`fn()` on the namespace's thread: sockets it opens belong to the namespace."""
         return self._pool.submit(fn).result()
 

@@ -1,5 +1,6 @@
 """Is this node's clock synchronised to an external source? (STAMP Error Estimate S bit,
-RFC 8762 section 4.1.2; one-way delays and block alignment depend on it.)"""
+RFC 8762 section 4.1.2; one-way delays and block alignment depend on it.) The host's clock,
+whatever data plane it runs: VPP reads the same kernel clock."""
 
 from __future__ import annotations
 

@@ -1,0 +1,104 @@
+"""The node's background thread: once per block, a snapshot of the counters at the middle of the
+block (RFC 9341's usual safe read point), the in-kernel reflector's counts of the closed block as
+soon as they are stable, and the clock's synchronisation state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from ..domain.blocks import BlockClock
+from .block_reads import BlockReads
+from .kernel_reflection import KernelReflectorFeed
+
+log = logging.getLogger(__name__)
+
+
+class ClockSync:
+    """Is the clock synchronised? Asked again once per block (a time daemon may gain or lose
+    its source while we run); the followers (the S bit of the senders' and both reflectors'
+    Error Estimates) are told of a change under `lock`, which an apply holds too."""
+
+    def __init__(self, ask: Callable[[], bool], lock: threading.Lock) -> None:
+        self._ask = ask
+        self._lock = lock
+        self.synced = ask()
+        self._followers: list[Callable[[bool], None]] = []
+
+    def follow(self, follower: Callable[[bool], None]) -> None:
+        self._followers.append(follower)
+
+    def refresh(self) -> None:
+        synced = self._ask()
+        if synced == self.synced:
+            return
+        log.warning("clock %s", "synchronised" if synced else "no longer synchronised")
+        with self._lock:
+            self.synced = synced
+            for follower in self._followers:
+                follower(synced)
+
+
+class Periodic:
+    def __init__(
+        self,
+        reads: BlockReads,
+        feed: KernelReflectorFeed,
+        clock_sync: ClockSync,
+        blocks: BlockClock,
+        guard_ns: int,
+        clock: Callable[[], int],
+    ) -> None:
+        self._reads = reads
+        self._feed = feed
+        self._clock_sync = clock_sync
+        self._blocks = blocks
+        self._guard_ns = guard_ns
+        self._clock = clock
+        self._reflector_block = -1  # the last closed block handed to the in-kernel reflector
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="block-snapshots", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.tick()
+            wake = min(self._reads.next_read(), self._next_closed_block())
+            self._stop.wait(max(0.0, (wake - self._clock()) / 1e9))
+
+    def tick(self) -> None:
+        """One pass: whatever is due now."""
+        try:
+            self._reads.snapshot()
+            self.closed_block()
+        except Exception:
+            log.exception("block snapshot failed")
+
+    def closed_block(self) -> None:
+        """Once per block, when the last closed block's counts are stable (the guard), before
+        the senders' loss probes (mid-block) arrive: follow the clock's synchronisation, give
+        the in-kernel reflector that block's counts."""
+        now = self._clock()
+        block = self._blocks.block(now) - 1
+        if block <= self._reflector_block or now < self._blocks.readable_from(
+            block, self._guard_ns
+        ):
+            return
+        self._reflector_block = block
+        self._clock_sync.refresh()
+        self._feed.publish_block(block, self._reads.block_packets)
+
+    def _next_closed_block(self) -> int:
+        current = self._blocks.block(self._clock())
+        if self._reflector_block < current - 1:
+            return self._blocks.readable_from(current - 1, self._guard_ns)
+        return self._blocks.readable_from(current, self._guard_ns)
