@@ -20,53 +20,57 @@ Phases, one controller process over one SQLite file:
    then ``--requests`` GETs of /v1/sessions/{random}/loss?limit=10 and of /hops: p50/p99.
 Controller memory: its peak RSS (VmHWM) after each phase.
 
-Needs root, ``make servers`` (InfluxDB). Results go to bench/results/controller-scale-<time>.json;
-method and figures: docs/BENCHMARKS.md, "Controller at scale".
+Needs root, ``make servers`` (InfluxDB). Run it with ``python3 -m bench.controller_scale`` or
+``python3 bench/controller_scale.py`` (``--quick`` for a smoke run). Results go to
+bench/results/controller-scale-<YYYYMMDD-HHMMSS>.json (the run id); method and figures:
+docs/BENCHMARKS.md, "Controller at scale".
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # python3 bench/controller_scale.py
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import argparse
 import json
 import random
-import signal
 import statistics
-import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
-from machine import machine
+from srv6pm.lab import Lab, LabError, Topology
 from srv6pm.lab.fleet import Api
-from srv6pm.lab.lab import Lab
 from srv6pm.lab.servers import ControllerProcess, InfluxServer, free_ports
-from srv6pm.lab.topology import Topology
 
-RESULTS = Path(__file__).parent / "results"
+from bench.harness import provenance
+from bench.harness.meters import rss_kib
+from bench.harness.run import RESULTS, Run, execute, log
+from bench.harness.stats import percentile
+
 HUB = "hub"
 BATCH = 10  # node managers started at once
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def spoke(i: int) -> str:
     return f"s{i}"
 
 
-def topology(spokes: int, period_s: float, base_port: int) -> Topology:
+def topology(spokes: int, period_s: float, base_port: int, name: str) -> Topology:
     routers: dict[str, Any] = {HUB: {"grpc_port": base_port}}
     links = []
     for i in range(1, spokes + 1):
         routers[spoke(i)] = {"grpc_port": base_port + i, "locator": f"fc00:{i:x}::/32"}
         links.append({"ends": {HUB: f"fcf0:0:{i:x}::1/64", spoke(i): f"fcf0:0:{i:x}::2/64"}})
     return Topology.model_validate(
-        {"name": "bscale", "period_s": period_s, "routers": routers, "links": links}
+        {"name": name, "period_s": period_s, "routers": routers, "links": links}
     )
 
 
@@ -159,10 +163,7 @@ def apply_counts(lab: Lab, routers: list[str]) -> dict[str, float]:
 
 
 def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_kib(pid, "VmHWM") / 1024
 
 
 def fill_influx(influx: InfluxServer, spokes: int, blocks: int, period_ns: int) -> tuple[int, int]:
@@ -209,20 +210,22 @@ def latency(api: Api, spokes: int, requests: int, path: str, **params: Any) -> d
     return {
         "requests": requests,
         "p50_ms": statistics.median(samples),
-        "p99_ms": samples[int(0.99 * (len(samples) - 1))],
+        "p99_ms": percentile(samples, 99, "lower"),
         "max_ms": samples[-1],
     }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "machine": machine(),
+        "machine": provenance.machine(),
         "spokes": args.spokes,
         "sessions": args.spokes * (args.spokes - 1),
     }
     workdir = Path(tempfile.mkdtemp(prefix="srv6pm-bench-scale-"))
     base_port = free_ports(1)[0]
-    lab = Lab(topology(args.spokes, args.period, base_port), prefix="bscale", tls=True)
+    lab = Lab(
+        topology(args.spokes, args.period, base_port, args.prefix), prefix=args.prefix, tls=True
+    )
     influx_port, rpc_port, http_port = free_ports(3)
     influx = InfluxServer(workdir / "influx", influx_port, rpc_port)
     controller: ControllerProcess | None = None
@@ -313,25 +316,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    # a run in the background of a non-interactive shell ignores SIGINT: restore it, and let
-    # SIGTERM tear down the lab and servers too
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spokes", type=int, default=100)
     parser.add_argument("--period", type=float, default=10.0)
     parser.add_argument("--blocks", type=int, default=30)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800.0)
-    args = parser.parse_args()
-    out = run(args)
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"controller-scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(out, indent=2, default=str))
-    print(json.dumps(out, indent=2, default=str))
-    log(f"written to {path}")
-    return 0
+    parser.add_argument("--prefix", default="bscale", help="lab namespaces (default: bscale)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run (under a minute): 3 spokes, 4 s blocks, 3 blocks, 50 requests",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.spokes, args.period, args.blocks, args.requests = 3, 4.0, 3, 50
+
+    def report(result: dict[str, Any]) -> None:
+        print(json.dumps(result, indent=2, default=str))
+
+    # the lab and servers are torn down on SIGINT and SIGTERM even in the background
+    return execute(
+        Run("controller-scale", "bench/controller_scale.py"),
+        lambda _run: run(args),
+        out=args.out,
+        needs_root="namespaces",
+        errors=(LabError, TimeoutError),
+        report=report,
+    )
 
 
 if __name__ == "__main__":

@@ -9,38 +9,50 @@ of single runs on fresh packets (a marking program changes the packet it runs on
 be repeated on the same skb). Complements bench/forwarding.py: stable, cheap, and it isolates
 the program from the rest of the forwarding path.
 
-Run as root: ``python bench/programs.py`` (a few seconds). Results: docs/BENCHMARKS.md.
+Run as root: ``python3 -m bench.programs`` or ``python3 bench/programs.py`` (about 15 s;
+``--quick``: 2,000 rounds). Results: docs/BENCHMARKS.md; raw data:
+bench/results/programs-<YYYYMMDD-HHMMSS>.json (the run id).
 """
 
+# ruff: noqa: E402 (the path set-up below comes before the imports it enables)
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):  # python3 bench/programs.py
+    sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "node-manager" / "tests"))  # bpf_harness
 
 import argparse
 import os
 import secrets
 import statistics
-import sys
-from pathlib import Path
+from collections.abc import Sequence
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "node-manager" / "tests"))
-
-from bpf_harness import Programs  # noqa: E402
-from scapy.layers.inet import UDP  # noqa: E402
-from scapy.layers.inet6 import (  # noqa: E402
+from bpf_harness import Programs
+from scapy.layers.inet import UDP
+from scapy.layers.inet6 import (
     HBHOptUnknown,
     IPv6,
     IPv6ExtHdrDestOpt,
     IPv6ExtHdrSegmentRouting,
 )
-from scapy.layers.l2 import Ether  # noqa: E402
-from scapy.packet import Raw  # noqa: E402
-from srv6pm.node_manager.domain.model import (  # noqa: E402
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from srv6pm.node_manager.domain.model import (
     Marking,
     MarkingMode,
     MonitoredFlow,
     Role,
 )
-from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run  # noqa: E402
+from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
+
+from bench.harness import provenance
+from bench.harness.report import markdown_table
+from bench.harness.run import RESULTS, Run, execute, progress
 
 PERIOD_NS = 10**18
 FLOW_COUNTS = (1, 1000, 10000)
@@ -68,7 +80,7 @@ def packet(i: int, mode: MarkingMode | None) -> bytes:
     return bytes(frame)
 
 
-def measure(programs: Programs, program: str, packets: list[bytes], rounds: int) -> float:
+def measure_program(programs: Programs, program: str, packets: list[bytes], rounds: int) -> float:
     """Median ns per run over `rounds` single runs cycling through `packets`."""
     prog = next((programs.root / "bpf" / "progs").iterdir()) / program
     fd = obj_get(prog)
@@ -79,10 +91,8 @@ def measure(programs: Programs, program: str, packets: list[bytes], rounds: int)
     return statistics.median(runs)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20000)
-    args = parser.parse_args()
+def measure(rounds: int) -> list[dict[str, Any]]:
+    """Every program, mode and flow count; ns per run (median of ``rounds`` single runs)."""
     root = Path("/run") / f"srv6pm-bench-{secrets.token_hex(3)}" / "fs"
     programs = Programs(root, PERIOD_NS)
     rows = []
@@ -99,17 +109,61 @@ def main() -> int:
                     # traffic spread over up to 256 of the flows, as a router sees it
                     packets = [packet(i * n // 256, shape) for i in range(min(n, 256))]
                     before = programs.stats()
-                    ns = measure(programs, program, packets, args.rounds)
+                    ns = measure_program(programs, program, packets, rounds)
                     counted = programs.stats().counted - before.counted
-                    rows.append((program, mode.name, n, ns, counted == args.rounds))
-                    print(f"{program} {mode.name} {n} flows: {ns:.0f} ns", file=sys.stderr)
+                    rows.append(
+                        {
+                            "program": program,
+                            "mode": mode.name,
+                            "flows": n,
+                            "ns_per_run_median": ns,
+                            "every_run_counted": counted == rounds,
+                        }
+                    )
+                    progress(f"{program} {mode.name} {n} flows: {ns:.0f} ns")
     finally:
         programs.close()
-    print("| program | mode | flows | ns per run (median) | every run counted |")
-    print("|---|---|---|---|---|")
-    for program, mode, n, ns, all_counted in rows:
-        print(f"| {program} | {mode} | {n} | {ns:.0f} | {'yes' if all_counted else 'NO'} |")
-    return 0
+    return rows
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    return markdown_table(
+        ["program", "mode", "flows", "ns per run (median)", "every run counted"],
+        [
+            [
+                r["program"],
+                r["mode"],
+                str(r["flows"]),
+                f"{r['ns_per_run_median']:.0f}",
+                "yes" if r["every_run_counted"] else "NO",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20000)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2,000 rounds")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds = 2000
+
+    def body(_run: Run) -> dict[str, Any]:
+        rows = measure(args.rounds)
+        obj = provenance.ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
+        return {
+            "settings": {"rounds": args.rounds, "period_ns": PERIOD_NS},
+            "rows": rows,
+            "table": table(rows),
+            "environment": {**provenance.machine(), "monitor_o_sha256": provenance.sha256(obj)},
+        }
+
+    return execute(
+        Run("programs", "bench/programs.py"), body, out=args.out, needs_root="eBPF, bpffs"
+    )
 
 
 if __name__ == "__main__":
