@@ -227,6 +227,10 @@ def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[i
         lambda steps: steps[-1].loss > 0.05 or sum(s.loss > PDR_LOSS for s in steps) >= 2,
     )
     for limit in (0.0, PDR_LOSS):
+
+        def passes(t: Trial, limit: float = limit) -> bool:
+            return t.loss <= limit
+
         first_bad = next((s for s in steps if s.loss > limit), None)
         passing = [
             s for s in steps if s.loss <= limit and (not first_bad or s.rate < first_bad.rate)
@@ -234,7 +238,7 @@ def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[i
         if first_bad:  # the highest passing rate between the last pass and the first failure
             trials.bisect(
                 lambda rate: bench.trial(refl, rate),
-                lambda t, limit=limit: t.loss <= limit,
+                passes,
                 passing[-1].rate if passing else 0,
                 first_bad.rate,
                 1000,

@@ -124,9 +124,10 @@ def execute(
     handle_signals()
     if pin is not None:
         os.sched_setaffinity(0, {pin})
+    caught: tuple[type[BaseException], ...] = (BenchError, *errors)
     try:
         result = measure(run)
-    except (BenchError, *errors) as e:
+    except caught as e:
         print(f"{name}: {e}", file=sys.stderr)
         return 1
     result.setdefault("environment", environment())
