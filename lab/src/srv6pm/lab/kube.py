@@ -32,7 +32,7 @@ from typing import Self
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from srv6pm.lab import pki
-from srv6pm.lab.servers import LOG_TAIL_LINES, ServerError, _Server, cache_dir, free_ports
+from srv6pm.lab.servers import LOG_TAIL_LINES, Server, ServerError, cache_dir, free_ports
 
 KUBE_VERSION_DEFAULT = "1.34.4"  # scripts/install-kube.sh, same KUBE_VERSION override
 BINARIES = ("etcd", "kube-apiserver", "kubectl", "helm")
@@ -85,7 +85,7 @@ def _http_ok(conn: http.client.HTTPConnection, path: str, headers: dict[str, str
         conn.close()
 
 
-class _Etcd(_Server):
+class _Etcd(Server):
     """One etcd member on 127.0.0.1, no fsync: a test store need not survive a power cut."""
 
     name = "etcd"
@@ -129,7 +129,7 @@ class _Etcd(_Server):
         return _http_ok(conn, "/health", {})
 
 
-class _ApiServer(_Server):
+class _ApiServer(Server):
     """kube-apiserver over TLS on 127.0.0.1, a static admin token, RBAC."""
 
     name = "kube-apiserver"
