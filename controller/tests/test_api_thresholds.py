@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from controller_fleet import S1, S2, add_lab, fields, problem
+from srv6pm.common.alert_rules import alert_rules, to_yaml
+from srv6pm.common.objectives import Objective
 
 
 @pytest.fixture
@@ -100,3 +103,21 @@ def test_objectives_are_finite(lab, number):
     )
     assert "body.delay_p99_max_ms" in fields(problem(reply, 422))
     problem(lab.get("/v1/sessions/s1/threshold"), 404)
+
+
+def test_grafana_alert_rules_hold_each_session_to_its_own_objective(lab, reader):
+    lab.ok("PUT", "/v1/sessions/s1/threshold", {"loss_ratio_max": 0.02, "window_blocks": 3})
+    lab.ok("PUT", "/v1/sessions/s2/threshold", {"delay_p99_max_ms": 20})
+    reply = reader.get("/v1/thresholds/grafana-alert-rules")
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("application/yaml")
+    expected = alert_rules(
+        {"s1": Objective(loss_ratio_max=0.02, window_blocks=3), "s2": Objective(None, 20.0)}
+    )
+    assert reply.text == to_yaml(expected)
+    titles = [r["title"] for g in yaml.safe_load(reply.text)["groups"] for r in g["rules"]]
+    assert titles == [
+        "srv6pm objective violated",
+        "srv6pm s1: loss ratio above 2% over the last 3 blocks",
+        "srv6pm s2: two-way delay p99 above 20 ms over the last 6 blocks",
+    ]

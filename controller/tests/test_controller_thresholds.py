@@ -1,72 +1,85 @@
-"""service/thresholds.violations: which blocks break a session's objective (pure)."""
+"""The objectives' verdict (srv6pm.common.objectives.violations, pure) over the rows of their
+queries, and the queries the controller runs: the alert rules' own, without Grafana's time
+filter. test_api_results.py runs them on a real InfluxDB."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from srv6pm.controller.service.thresholds import Objective, violations
+from srv6pm.common.objectives import (
+    TIME_FILTER,
+    Objective,
+    delay_query,
+    loss_query,
+    queries,
+    unmeasured_query,
+    violations,
+)
 
 
-def loss(block: int, direction: str, ratio: float | None, valid: bool = True) -> dict:
-    return {"block": block, "direction": direction, "loss_ratio": ratio, "valid": valid}
+def loss(direction: str, ratio: float | None) -> dict:
+    return {"session": "s1", "policy": "p1", "direction": direction, "loss_ratio": ratio}
 
 
-def delay(block: int, p99_ns: int | None, valid: bool = True) -> dict:
-    return {"block": block, "p99_ns": p99_ns, "valid": valid}
+def delay(p99_ms: float | None) -> dict:
+    return {"session": "s1", "policy": "p1", "p99_ms": p99_ms}
 
 
-def test_no_rule_no_violation():
-    assert violations(Objective(), [loss(1, "forward", 1.0)], [delay(1, 10**12)]) == []
+def unmeasured(blocks: int) -> dict:
+    return {"session": "s1", "policy": "p1", "blocks_not_measured": blocks}
 
 
-def test_a_block_losing_more_than_the_ratio_in_either_direction_violates():
-    rows = [loss(1, "forward", 0.01), loss(1, "reverse", 0.02), loss(2, "forward", 0.03)]
-    assert violations(Objective(loss_ratio_max=0.015), rows, []) == [
-        "block 1 reverse loss ratio 0.02 > 0.015",
-        "block 2 forward loss ratio 0.03 > 0.015",
+def test_no_maximum_no_violation():
+    rows = {"loss": [loss("forward", 1.0)], "delay": [delay(1e6)], "unmeasured": [unmeasured(6)]}
+    assert violations(Objective(), rows) == []
+
+
+def test_a_direction_whose_worst_block_lost_more_than_the_ratio_violates():
+    rows = {"loss": [loss("forward", 0.01), loss("reverse", 0.02)]}
+    assert violations(Objective(loss_ratio_max=0.015), rows) == [
+        "reverse loss ratio 0.02 > 0.015 (worst of the last 6 blocks)"
     ]
-    assert violations(Objective(loss_ratio_max=0.03), rows, []) == []  # equal is fine
+    assert violations(Objective(loss_ratio_max=0.02), rows) == []  # equal is fine
+    assert violations(Objective(loss_ratio_max=0.0), {"loss": [loss("forward", None)]}) == []
 
 
-def test_a_block_whose_two_way_p99_exceeds_the_limit_violates():
-    rows = [delay(1, 2_000_000), delay(2, 2_500_001), delay(3, None), delay(4, 9_000_000, False)]
-    assert violations(Objective(delay_p99_max_ms=2.5), [], rows) == [
-        "block 2 two-way p99 2.500 ms > 2.5 ms"
+def test_a_two_way_p99_above_the_limit_violates():
+    rows = {"delay": [delay(2.5000001), delay(None)]}
+    assert violations(Objective(delay_p99_max_ms=2.5, window_blocks=3), rows) == [
+        "two-way p99 2.500 ms > 2.5 ms (worst of the last 3 blocks)"
     ]
+    assert violations(Objective(delay_p99_max_ms=2.6), rows) == []
 
 
-def test_too_many_blocks_not_measured_violate_once():
-    rows = [
-        loss(1, "forward", None, False),
-        loss(1, "reverse", None, False),
-        loss(2, "forward", None, False),
-        loss(3, "forward", 0.5),
+def test_too_many_blocks_not_measured_violate():
+    rows = {"unmeasured": [unmeasured(2)]}
+    assert violations(Objective(invalid_blocks_max=1), rows) == [
+        "2 blocks not measured > 1 (last 6)"
     ]
-    objective = Objective(invalid_blocks_max=1, window_blocks=6)
-    assert violations(objective, rows, []) == ["2 blocks not measured > 1 (last 6)"]
-    assert violations(Objective(invalid_blocks_max=2), rows, []) == []
-    # an invalid block is not also a loss violation
-    assert violations(Objective(loss_ratio_max=0.0), rows, []) == [
-        "block 3 forward loss ratio 0.5 > 0"
-    ]
+    assert violations(Objective(invalid_blocks_max=2), rows) == []
+    assert violations(Objective(invalid_blocks_max=0), {"unmeasured": []}) == []  # none at all
 
 
 ratios = st.floats(0, 1, allow_nan=False)
 
 
-@given(
-    st.lists(st.tuples(st.integers(0, 100), st.sampled_from(["forward", "reverse"]), ratios)),
-    ratios,
-)
-def test_loss_violations_are_exactly_the_valid_blocks_above_the_limit(rows, limit):
-    found = violations(Objective(loss_ratio_max=limit), [loss(*r) for r in rows], [])
-    assert len(found) == sum(ratio > limit for _, _, ratio in rows)
+@given(st.lists(st.tuples(st.sampled_from(["forward", "reverse"]), ratios)), ratios)
+def test_loss_violations_are_exactly_the_rows_above_the_limit(rows, limit):
+    found = violations(Objective(loss_ratio_max=limit), {"loss": [loss(*r) for r in rows]})
+    assert len(found) == sum(ratio > limit for _, ratio in rows)
 
 
-@given(st.lists(st.tuples(st.integers(0, 50), st.booleans())), st.integers(0, 50))
-def test_the_invalid_rule_counts_distinct_blocks(rows, limit):
-    found = violations(
-        Objective(invalid_blocks_max=limit), [loss(b, "forward", 0.0, v) for b, v in rows], []
-    )
-    invalid = {b for b, v in rows if not v}
-    assert bool(found) == (len(invalid) > limit)
+def test_the_controller_runs_the_alert_rules_queries_without_their_time_filter():
+    objective = Objective(loss_ratio_max=0.01, invalid_blocks_max=1, window_blocks=3)
+    found = queries(objective, "it's", time_filter=None)
+    assert found == {
+        "loss": loss_query(3, "it's", None),
+        "unmeasured": unmeasured_query(3, "it's", None),
+    }
+    for query in found.values():
+        assert TIME_FILTER not in query
+        assert "WHERE \"session\" = 'it\\'s' GROUP BY" in query
+        assert "LIMIT 3)" in query
+    # The rules' query is the same one with Grafana's time filter first.
+    assert loss_query(3, "it's") == found["loss"].replace("WHERE ", f"WHERE {TIME_FILTER} AND ")
+    assert delay_query(6, None, None).count("WHERE") == 1  # the direction only

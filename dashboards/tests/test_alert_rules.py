@@ -1,7 +1,9 @@
-"""The alert rules: committed YAML is current and in Grafana's provisioning shape, every rule's
-condition is reachable, and every InfluxDB rule separates a session over its objective from one
-under it when its query runs on a real InfluxDB (Grafana's reduce and threshold stages are
-evaluated here in Python: no Grafana runs in the tests)."""
+"""The alert rules (srv6pm.common.alert_rules, shipped from srv6pm.dashboards.alerts): committed
+YAML is current and in Grafana's provisioning shape, every rule's condition is reachable, the
+panels they link to are the session dashboard's, and every InfluxDB rule separates a session over
+its objective from one under it when its query runs on a real InfluxDB, with the verdict the
+controller reaches on the same data (Grafana's reduce and threshold stages are evaluated here in
+Python: no Grafana runs in the tests)."""
 
 from __future__ import annotations
 
@@ -17,17 +19,27 @@ from typing import Any
 
 import pytest
 import yaml
-from srv6pm.dashboards import alert_rules, default_alert_rules, to_yaml
-from srv6pm.dashboards.__main__ import ALERT_RULES, main, stale
-from srv6pm.dashboards.alerts import (
+from srv6pm.common.alert_rules import (
     EXPRESSION_UID,
     PROMETHEUS_UID,
+    SESSION_PANELS,
     AlertSettings,
-    InvalidObjective,
     lookback_s,
 )
+from srv6pm.common.objectives import (
+    MAXIMUM_FIELD,
+    InvalidObjective,
+    Objective,
+    queries,
+    violations,
+)
+from srv6pm.dashboards import alert_rules, default_alert_rules, to_yaml
+from srv6pm.dashboards import session as session_dashboard
+from srv6pm.dashboards.__main__ import ALERT_RULES, main, stale
+from srv6pm.dashboards.alerts import StalePanelLink, panel_link_problems
 from srv6pm.dashboards.panels import DATASOURCE_UID
 from srv6pm.dashboards.queries import substitute
+from srv6pm.dashboards.render import to_dict
 from srv6pm.dashboards.schema import unknown_references
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,16 +50,6 @@ UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 NO_DATA_STATES = {"NoData", "Alerting", "OK", "KeepLast"}
 EXEC_ERR_STATES = {"Error", "Alerting", "OK", "KeepLast"}
 DURATION = re.compile(r"^\d+[smhd]$")
-
-
-@dataclass(frozen=True)
-class Objective:
-    """Shaped like the controller's ``Objective`` (service/thresholds.py)."""
-
-    loss_ratio_max: float | None = None
-    delay_p99_max_ms: float | None = None
-    invalid_blocks_max: int | None = None
-    window_blocks: int = 6
 
 
 # Per-session objectives opposite to the defaults' verdicts: "lossy" is within its own (looser)
@@ -252,10 +254,22 @@ def test_per_session_rules_hold_each_session_to_its_own_maxima() -> None:
     assert lookbacks["srv6pm-delay-s2-" + digest("s2")] == lookback_s(12)
 
 
-def test_the_controllers_objective_is_accepted() -> None:
-    thresholds = pytest.importorskip("srv6pm.controller.service.thresholds")
-    document = alert_rules({"s1": thresholds.Objective(loss_ratio_max=0.05)})
-    assert [threshold_of(r) for r in rules(document)] == [0, 0.05]
+def test_the_linked_panels_are_the_session_dashboards_with_those_titles() -> None:
+    assert panel_link_problems() == []
+    dashboard = to_dict(session_dashboard.build())
+    panels = list(dashboard["panels"])
+    panels += [inner for panel in dashboard["panels"] for inner in panel.get("panels", [])]
+    titles = {panel["id"]: panel["title"] for panel in panels}
+    for title, panel_id in SESSION_PANELS.values():
+        assert titles[panel_id] == title
+
+
+def test_a_link_to_a_panel_that_moved_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    moved = {**SESSION_PANELS, "loss": ("Loss ratio per block", 99)}
+    monkeypatch.setattr("srv6pm.dashboards.alerts.SESSION_PANELS", moved)
+    assert panel_link_problems() == ["loss rule: panel 'Loss ratio per block' is 2, not 99"]
+    with pytest.raises(StalePanelLink):
+        default_alert_rules()
 
 
 def test_names_that_grafana_or_influxql_would_misread_are_escaped() -> None:
@@ -414,6 +428,18 @@ def test_per_session_rules_fire_by_each_sessions_own_maxima(influx: Influx) -> N
         ("delay_p99_max_ms", "clean"): True,  # 10 ms > 5 ms
         ("invalid_blocks_max", "clean"): True,  # 1 > 0
     }
+    assert controller_verdicts(OBJECTIVES, influx) == verdicts
+
+
+@pytest.mark.slow
+def test_the_controller_reaches_the_default_rules_verdicts(influx: Influx) -> None:
+    document = default_alert_rules()
+    fleet_wide = {}
+    for rule in rules(document)[1:]:
+        for key, (_, firing) in evaluate(rule, influx).items():
+            fleet_wide[(rule["labels"]["objective"], *key)] = firing
+    objective = Objective(0.01, 50.0, 1, 6)
+    assert controller_verdicts({"lossy": objective, "clean": objective}, influx) == fleet_wide
 
 
 @pytest.mark.slow
@@ -429,6 +455,28 @@ def test_the_window_is_the_last_blocks_of_each_series(influx: Influx) -> None:
 
 
 # ---- helpers ------------------------------------------------------------------------------------
+
+
+def controller_verdicts(
+    objectives: dict[str, Objective], influx: Influx
+) -> dict[tuple[str, ...], bool]:
+    """Per (objective field, session[, direction]): does the controller find it broken? It runs
+    the same queries without Grafana's time filter and compares with the same ``exceeds``."""
+    verdicts = {}
+    for session, objective in objectives.items():
+        for kind, query in queries(objective, session, time_filter=None).items():
+            for series in influx.query(query):
+                tags = series.get("tags", {})
+                key = (
+                    MAXIMUM_FIELD[kind],
+                    *(tags[k] for k in ("session", "direction") if k in tags),
+                )
+                found = [
+                    {**tags, **dict(zip(series["columns"], v, strict=True))}
+                    for v in series["values"]
+                ]
+                verdicts[key] = bool(violations(objective, {kind: found}))
+    return verdicts
 
 
 def query_of(rule: dict[str, Any]) -> str:

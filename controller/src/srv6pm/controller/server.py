@@ -9,11 +9,11 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from .adapters.influx import InfluxResults
-from .adapters.metrics import ControllerCollector
 from .adapters.nodes import NodeClients, Tls
 from .adapters.sql.store import Store
 from .api.app import create_app
 from .api.deps import Services
+from .api.metrics import ControllerCollector
 from .config import Settings
 from .service.auth import AuthService
 from .service.fleet import FleetService

@@ -3,7 +3,7 @@
 ``generate()`` gives each dashboard's JSON model by uid; ``panel_queries`` / ``variable_queries``
 give the InfluxQL they send, ready to run against InfluxDB; ``schema.SCHEMA`` is the data they
 may use. ``default_alert_rules()`` / ``alert_rules(objectives)`` give the alert rules for the
-per-session objectives, in Grafana's file provisioning format.
+per-session objectives, in Grafana's file provisioning format (srv6pm.common.alert_rules).
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from grafana_foundation_sdk.builders.dashboard import Dashboard
+from srv6pm.common.alert_rules import AlertSettings, alert_rules, to_yaml
+from srv6pm.common.objectives import Objective
 from srv6pm.dashboards import fleet, flows, influxql, session
-from srv6pm.dashboards.alerts import AlertSettings, Thresholds, alert_rules, default_alert_rules
+from srv6pm.dashboards.alerts import DEFAULT_OBJECTIVE, default_alert_rules
 from srv6pm.dashboards.queries import MissingVariable, panel_queries, substitute, variable_queries
-from srv6pm.dashboards.render import to_dict, to_json, to_yaml
+from srv6pm.dashboards.render import to_dict, to_json
 
 influxql.register()
 
@@ -34,9 +36,10 @@ def generate() -> dict[str, dict[str, Any]]:
 
 __all__ = [
     "DASHBOARDS",
+    "DEFAULT_OBJECTIVE",
     "AlertSettings",
     "MissingVariable",
-    "Thresholds",
+    "Objective",
     "alert_rules",
     "default_alert_rules",
     "generate",

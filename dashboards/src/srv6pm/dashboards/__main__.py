@@ -7,9 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from srv6pm.common.alert_rules import to_yaml
+from srv6pm.common.objectives import Objective
 from srv6pm.dashboards import generate, to_json
-from srv6pm.dashboards.alerts import Thresholds, default_alert_rules
-from srv6pm.dashboards.render import to_yaml
+from srv6pm.dashboards.alerts import DEFAULT_OBJECTIVE, default_alert_rules
 
 # src/srv6pm/dashboards/__main__.py -> the dashboards/ project folder (editable install).
 _PROJECT = Path(__file__).resolve().parents[3]
@@ -22,16 +23,16 @@ def default_out() -> Path:
 ALERT_RULES = "alert-rules.yaml"
 
 
-def expected_files(thresholds: Thresholds | None = None) -> dict[str, str]:
+def expected_files(objective: Objective | None = None) -> dict[str, str]:
     """File name -> content, for every dashboard and the alert rules."""
     files = {f"{uid}.json": to_json(model) for uid, model in generate().items()}
-    files[ALERT_RULES] = to_yaml(default_alert_rules(thresholds or Thresholds()))
+    files[ALERT_RULES] = to_yaml(default_alert_rules(objective or DEFAULT_OBJECTIVE))
     return files
 
 
-def stale(out: Path, thresholds: Thresholds | None = None) -> list[tuple[str, str]]:
+def stale(out: Path, objective: Objective | None = None) -> list[tuple[str, str]]:
     """(file name, problem) for every file in ``out`` that is not what the code generates."""
-    expected = expected_files(thresholds)
+    expected = expected_files(objective)
     problems = []
     for name, text in expected.items():
         path = out / name
@@ -48,10 +49,10 @@ def stale(out: Path, thresholds: Thresholds | None = None) -> list[tuple[str, st
     return problems
 
 
-def write(out: Path, thresholds: Thresholds | None = None) -> list[Path]:
+def write(out: Path, objective: Objective | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in expected_files(thresholds).items():
+    for name, text in expected_files(objective).items():
         path = out / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
@@ -68,51 +69,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"output folder (default {default_out()})"
     )
-    defaults = Thresholds()
-    objective = parser.add_argument_group(
+    defaults = DEFAULT_OBJECTIVE
+    maxima = parser.add_argument_group(
         "alert thresholds", "the objective every session is held to in alert-rules.yaml"
     )
-    objective.add_argument(
+    maxima.add_argument(
         "--loss-ratio-max",
         type=float,
         default=defaults.loss_ratio_max,
         help="a block's loss ratio, either direction (default %(default)s)",
     )
-    objective.add_argument(
+    maxima.add_argument(
         "--delay-p99-max-ms",
         type=float,
         default=defaults.delay_p99_max_ms,
         help="a block's two-way delay p99 in ms (default %(default)s)",
     )
-    objective.add_argument(
+    maxima.add_argument(
         "--invalid-blocks-max",
         type=int,
         default=defaults.invalid_blocks_max,
         help="blocks of the window not measured (default %(default)s)",
     )
-    objective.add_argument(
+    maxima.add_argument(
         "--window-blocks",
         type=int,
         default=defaults.window_blocks,
         help="blocks the rules look back over (default %(default)s)",
     )
     args = parser.parse_args(argv)
-    thresholds = Thresholds(
+    objective = Objective(
         args.loss_ratio_max, args.delay_p99_max_ms, args.invalid_blocks_max, args.window_blocks
     )
     out: Path = args.out or default_out()
     if args.check:
-        problems = stale(out, thresholds)
+        problems = stale(out, objective)
         for name, problem in problems:
             print(f"{out / name}: {problem}", file=sys.stderr)
         if problems:
             print("regenerate with: python -m srv6pm.dashboards", file=sys.stderr)
             return 1
         return 0
-    for path in write(out, thresholds):
+    for path in write(out, objective):
         print(path)
     # Removing files is left to the user: --out may name a folder holding other dashboards.
-    for name, problem in stale(out, thresholds):
+    for name, problem in stale(out, objective):
         print(f"{out / name}: {problem}; delete it if it is no longer wanted", file=sys.stderr)
     return 0
 

@@ -19,9 +19,10 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableRefresh,
     VariableSort,
 )
+from srv6pm.common.alert_rules import INFLUXDB_UID
 from srv6pm.dashboards.influxql import DATASOURCE_TYPE, InfluxQL
 
-DATASOURCE_UID = "srv6pm-influxdb"
+DATASOURCE_UID = INFLUXDB_UID  # provisioned once; the alert rules query it too
 DATASOURCE = DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID)
 TAG = "srv6pm"
 # Custom "All" value: Grafana inserts it unescaped, so /^$var$/ becomes /^.*$/ (every value),

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from srv6pm.common.influxql import escape_string
 from srv6pm.dashboards.panels import DATASOURCE_UID
 
 TimePoint = int | str | datetime
@@ -53,11 +54,6 @@ def time_filter(time_from: TimePoint = 0, time_to: TimePoint = "now") -> str:
 
 def _regex_escape(value: str) -> str:
     return _REGEX_SPECIAL.sub(lambda m: "\\" + m.group(0), value)
-
-
-def string_escape(value: str) -> str:
-    """``value`` inside an InfluxQL ``'...'`` string literal."""
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
@@ -111,7 +107,7 @@ def substitute(
         if form == "regex" or inside(regexes, match.start()):
             return _regex_escape(value)
         if inside(strings, match.start()):
-            return string_escape(value)
+            return escape_string(value)
         return value
 
     return _VARIABLE.sub(replace, query)

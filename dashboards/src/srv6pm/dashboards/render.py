@@ -1,11 +1,11 @@
-"""From dashboard builders and alert rules to the files Grafana loads, reproducible to the byte."""
+"""From dashboard builders to the JSON files Grafana loads, reproducible to the byte (alert rules:
+srv6pm.common.alert_rules.to_yaml)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import yaml
 from grafana_foundation_sdk.builders.dashboard import Dashboard
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as model
@@ -43,17 +43,3 @@ def to_dict(builder: Dashboard) -> dict[str, Any]:
 
 def to_json(dashboard: dict[str, Any]) -> str:
     return json.dumps(dashboard, indent=2, ensure_ascii=False) + "\n"
-
-
-ALERT_RULES_HEADER = (
-    "# Grafana alert rules for the srv6pm per-session objectives (alerting file provisioning).\n"
-    "# Generated from srv6pm/dashboards/alerts.py: edit the Python, not this file.\n"
-)
-
-
-def to_yaml(document: dict[str, Any], header: str = ALERT_RULES_HEADER) -> str:
-    """A provisioning file: keys in the order built, long queries kept on one line."""
-    body = yaml.safe_dump(
-        document, sort_keys=False, allow_unicode=True, default_flow_style=False, width=4096
-    )
-    return header + body

@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders.dashboard import Dashboard
+from srv6pm.common.alert_rules import SESSION_DASHBOARD_UID
 from srv6pm.dashboards import panels as p
 
-UID = "srv6pm-session"
+UID = SESSION_DASHBOARD_UID  # the alert rules link to its panels
 TITLE = "srv6pm / Session detail"
 
 # Regex matches: Grafana interpolates InfluxQL variables in regex format (see fleet.py).

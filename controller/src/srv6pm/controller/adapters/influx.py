@@ -7,14 +7,7 @@ from typing import Any
 
 import httpx
 
-
-class ResultsUnavailable(Exception):
-    """InfluxDB could not answer; the message says why."""
-
-
-def quote(value: str) -> str:
-    """An InfluxQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+from ..domain.errors import ResultsUnavailable
 
 
 class InfluxResults:

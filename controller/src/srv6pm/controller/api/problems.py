@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from ..adapters.influx import ResultsUnavailable
 from ..domain import errors
 
 STATUS = {
@@ -40,8 +39,8 @@ def install(app: FastAPI) -> None:
     async def _domain(request: Request, e: errors.ControllerError) -> JSONResponse:
         return problem(STATUS.get(type(e), 400), e.title, str(e), request)
 
-    @app.exception_handler(ResultsUnavailable)
-    async def _results(request: Request, e: ResultsUnavailable) -> JSONResponse:
+    @app.exception_handler(errors.ResultsUnavailable)
+    async def _results(request: Request, e: errors.ResultsUnavailable) -> JSONResponse:
         return problem(503, "Results unavailable", str(e), request)
 
     @app.exception_handler(RequestValidationError)

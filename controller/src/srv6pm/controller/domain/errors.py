@@ -29,3 +29,8 @@ class Exhausted(ControllerError):
     """No identifier left to allocate (FlowMonIDs, SSIDs)."""
 
     title = "Identifiers exhausted"
+
+
+class ResultsUnavailable(Exception):
+    """The results store (InfluxDB) could not answer; the message says why. Not the request's
+    fault: the desired state is still served."""

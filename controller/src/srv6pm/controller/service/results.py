@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..adapters.influx import InfluxResults, quote
+from srv6pm.common.influxql import string_literal
+
+from ..adapters.influx import InfluxResults
 from ..domain.errors import Invalid, NotFound
 from ..domain.localisation import HopCount, SegmentLoss, segments
 from ..domain.model import Fleet
@@ -61,7 +63,7 @@ class ResultsService:
 
     def _where(self, session: str, window: Window) -> str:
         return (
-            f'"session" = {quote(session)} AND time >= {window.start_ns} '
+            f'"session" = {string_literal(session)} AND time >= {window.start_ns} '
             f"AND time < {window.end_ns} AND block > {window.after_block}"
         )
 
@@ -106,7 +108,7 @@ class ResultsService:
         policies = [fleet.policies[measured.policy], fleet.policies[measured.return_policy]]
         info = fleet.nodes[policies[0].head_node].info
         when = f"time = {block * info.period_ns}" if info else f"block = {block}"
-        flows = " OR ".join(f'"flow" = {quote(p.name)}' for p in policies)
+        flows = " OR ".join(f'"flow" = {string_literal(p.name)}' for p in policies)
         rows = self._influx.rows(
             f"SELECT packets, valid, reason FROM flow WHERE ({flows}) AND {when} "
             "GROUP BY flow, node"

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
-from srv6pm.dashboards.alerts import alert_rules
-from srv6pm.dashboards.render import to_yaml
+from srv6pm.common.alert_rules import alert_rules, to_yaml
+from srv6pm.common.objectives import Objective
 
-from ...adapters.sql.tables import ThresholdRow
-from ...service.thresholds import Objective, objective_of
+from ...service.thresholds import Threshold
 from .. import schemas
 from ..deps import Admin, Reader, Svc
 
 router = APIRouter(tags=["thresholds"])
 
 
-def _out(row: ThresholdRow) -> schemas.ThresholdOut:
-    return schemas.ThresholdOut.model_validate(row, from_attributes=True)
+def _out(threshold: Threshold) -> schemas.ThresholdOut:
+    return schemas.ThresholdOut.model_validate(
+        {
+            "session": threshold.session,
+            **asdict(threshold.objective),
+            "state": threshold.state,
+            "since": threshold.since,
+            "detail": threshold.detail,
+        }
+    )
 
 
 @router.put("/v1/sessions/{name}/threshold", response_model=schemas.ThresholdOut)
@@ -45,10 +54,10 @@ def delete_threshold(name: str, svc: Svc, who: Admin) -> Response:
 def grafana_alert_rules(svc: Svc, _: Reader) -> PlainTextResponse:
     """Grafana alert-rule provisioning (YAML) for every session's own objective: drop it in
     Grafana's provisioning/alerting folder (dashboards/README.md)."""
-    objectives = {row.session: objective_of(row) for row in svc.thresholds.all()}
+    objectives = {t.session: t.objective for t in svc.thresholds.all()}
     return PlainTextResponse(to_yaml(alert_rules(objectives)), media_type="application/yaml")
 
 
 @router.get("/v1/thresholds", response_model=list[schemas.ThresholdOut])
 def list_thresholds(svc: Svc, _: Reader) -> list[schemas.ThresholdOut]:
-    return [_out(r) for r in svc.thresholds.all()]
+    return [_out(t) for t in svc.thresholds.all()]
