@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole srv6pm stack with Docker Compose, in one command (`make compose-up`; docs/DEPLOY.md):
-#   1. if missing, the lab's PKI in deploy/compose/tls/ (one folder per service with ca.crt,
-#      tls.crt, tls.key, made by srv6pm.lab.pki) and the STAMP HMAC key in deploy/compose/stamp/;
+#   1. if missing, the stack's PKI in deploy/compose/tls/ (one folder per service with ca.crt,
+#      tls.crt, tls.key, made by `srv6pm pki`) and the STAMP HMAC key in deploy/compose/stamp/;
 #   2. if missing, .env with random secrets (the controller's bootstrap admin token, InfluxDB's
 #      and Grafana's passwords); it stays on this machine (.gitignore);
 #   3. docker compose up -d --build --wait: images built, every health check passed;
@@ -12,9 +12,11 @@
 # left alone. Delete deploy/compose/tls/ (and `docker compose down -v`) to start afresh.
 #
 # Needs a Linux Docker host (Docker Engine with the compose plugin, IPv6 networks, bpffs mounted
-# at /sys/fs/bpf) and python3 with the cryptography package. CI has no Docker engine, so this
-# script never runs there: tests/test_compose.py checks the compose file, the settings, the
-# addresses and the PKI it relies on, and shellcheck checks this script.
+# at /sys/fs/bpf) and python3. The PKI is made by this machine's `srv6pm pki` if the srv6pm CLI
+# is installed (pip install ./common ./cli), else by the one in the controller's image. CI has no
+# Docker engine, so this script never runs there: tests/test_compose.py checks the compose file,
+# the settings and the addresses it relies on, cli/tests/test_cli_pki.py the certificates
+# `srv6pm pki` makes, and shellcheck this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +38,8 @@ if ! docker info >/dev/null 2>&1; then
   die "the Docker daemon does not answer (\`docker info\` failed): is it running, and may" \
     "this user use it (the docker group)?"
 fi
-if ! python3 -c 'import cryptography' >/dev/null 2>&1; then
-  die "python3 with the cryptography package is needed to make the PKI" \
-    "(apt-get install python3-cryptography, or pip install cryptography)"
+if ! command -v python3 >/dev/null 2>&1; then
+  die "python3 is needed to make the secrets (apt-get install python3)"
 fi
 if [[ $(uname -s) == Linux && $(stat -f -c %T /sys/fs/bpf 2>/dev/null) != bpf_fs ]]; then
   echo "compose-up: warning: no bpffs at /sys/fs/bpf on this machine; if it is the Docker" \
@@ -58,12 +59,31 @@ pki_complete() {
   done
 }
 
+pki() {  # srv6pm pki ARGS..., paths relative to the repository
+  if srv6pm pki --help >/dev/null 2>&1; then
+    srv6pm pki "$@"
+  else
+    # the controller's image has the CLI; run as this user, so the files are this user's
+    docker compose build controller >/dev/null
+    docker compose run --rm --no-deps -T --user "$(id -u):$(id -g)" -e HOME=/tmp \
+      -v "$PWD:/repo" -w /repo --entrypoint srv6pm controller pki "$@"
+  fi
+}
+
 if ! pki_complete; then
   # one CA signs everything and its key is not kept: a partial PKI is made again whole
-  echo "compose-up: making the lab PKI in $TLS_DIR"
+  echo "compose-up: making the stack's PKI in $TLS_DIR (srv6pm pki)"
   rm -rf "$TLS_DIR"
-  PYTHONPATH="$PWD/lab/src${PYTHONPATH:+:$PYTHONPATH}" \
-    python3 -m srv6pm.lab.pki "$TLS_DIR" "${ROUTERS[@]}" >/dev/null
+  CA_DIR=$(mktemp -d deploy/compose/.ca.XXXXXX)
+  trap 'rm -rf "$CA_DIR"' EXIT
+  pki init --dir "$CA_DIR" --ca-name "srv6pm compose CA" >/dev/null
+  pki issue controller --dir "$CA_DIR" --out "$TLS_DIR" --role controller >/dev/null
+  for router in "${ROUTERS[@]}"; do
+    # the controller reaches each node manager by its name (the endpoints below)
+    pki issue "$router" --dir "$CA_DIR" --out "$TLS_DIR" --role node-manager >/dev/null
+  done
+  rm -rf "$CA_DIR"
+  trap - EXIT
 fi
 
 if [[ ! -f $STAMP_KEY ]]; then

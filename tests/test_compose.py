@@ -13,8 +13,6 @@ import posixpath
 import re
 import shlex
 import shutil
-import ssl
-import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,12 +22,10 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
 from pydantic_settings import BaseSettings
 from srv6pm.collector.config import Settings as CollectorSettings
+from srv6pm.common import pki
 from srv6pm.controller.config import Settings as ControllerSettings
-from srv6pm.lab import pki
 from srv6pm.node_manager.config import Settings as NodeManagerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -711,83 +707,7 @@ def test_grafana_has_every_data_source_dashboard_and_alert_rule_it_is_given(
     assert wanted and wanted <= uids, f"not provisioned: {wanted - uids}"
 
 
-# 6. The lab PKI
-
-
-def load(path: Path) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(path.read_bytes())
-
-
-def test_pki_entry_point_writes_each_services_identity_with_the_right_usages(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "tls"
-    done = subprocess.run(
-        [sys.executable, "-m", "srv6pm.lab.pki", str(out), "r1", "r2", "r3"],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "lab" / "src")},  # as compose-up.sh runs it
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["controller", "r1", "r2", "r3"]
-    ca = load(out / "controller" / "ca.crt")
-    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    for name in ("controller", "r1", "r2", "r3"):
-        folder = out / name
-        assert sorted(p.name for p in folder.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-        assert stat.S_IMODE((folder / "tls.key").stat().st_mode) == 0o600
-        assert load(folder / "ca.crt") == ca, "one CA for the whole stack"
-        cert = load(folder / "tls.crt")
-        cert.verify_directly_issued_by(ca)
-        usage = cert.extensions.get_extension_for_class(x509.KeyUsage).value
-        assert usage.digital_signature and not usage.key_cert_sign
-        eku = list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
-        if name == "controller":
-            assert eku == [ExtendedKeyUsageOID.CLIENT_AUTH]
-        else:
-            assert eku == [ExtendedKeyUsageOID.SERVER_AUTH]
-            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-            assert name in san.get_values_for_type(x509.DNSName)
-    _handshake(out / "r1", out / "controller", "r1")
-    with pytest.raises(ssl.SSLCertVerificationError):
-        _handshake(out / "r1", out / "controller", "r2")  # r1's certificate is not r2's
-
-
-def _handshake(server: Path, client: Path, name: str) -> None:
-    """Mutual TLS between the two folders' identities, in memory, as gRPC does it."""
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(server / "tls.crt", server / "tls.key")
-    server_ctx.load_verify_locations(server / "ca.crt")
-    server_ctx.verify_mode = ssl.CERT_REQUIRED
-    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    client_ctx.load_cert_chain(client / "tls.crt", client / "tls.key")
-    client_ctx.load_verify_locations(client / "ca.crt")
-    pipes = [ssl.MemoryBIO() for _ in range(4)]
-    s = server_ctx.wrap_bio(pipes[0], pipes[1], server_side=True)
-    c = client_ctx.wrap_bio(pipes[2], pipes[3], server_hostname=name)
-    for _ in range(10):
-        done = 0
-        for side, out_bio, in_bio in ((c, pipes[3], pipes[0]), (s, pipes[1], pipes[2])):
-            try:
-                side.do_handshake()
-                done += 1
-            except ssl.SSLWantReadError:
-                pass
-            in_bio.write(out_bio.read())
-        if done == 2:
-            assert s.getpeercert() is not None  # the server saw the client's certificate
-            return
-    raise AssertionError("handshake did not finish")
-
-
-def test_the_namespace_labs_pki_layout_still_works(tmp_path: Path) -> None:
-    made = pki.create(tmp_path, ["r1"])
-    pairs = ((made.server_cert("r1"), made.server_key("r1")), (made.client_cert, made.client_key))
-    for cert, key in pairs:
-        load(cert).verify_directly_issued_by(load(made.ca))
-        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+# 6. The PKI compose-up.sh makes with `srv6pm pki`: cli/tests/test_cli_pki.py
 
 
 # 7. The scripts

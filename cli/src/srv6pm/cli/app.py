@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .client import ApiError, Unreachable
-from .commands import admin, lab, nodes, policies, results, sessions, sids, thresholds
+from .commands import admin, lab, nodes, pki, policies, results, sessions, sids, thresholds
 from .common import CommandError, State, UsageProblem
 from .render import Format, Output
 from .waiting import WaitFailed, WaitTimedOut
@@ -68,7 +68,8 @@ app = typer.Typer(
     cls=Cli,
     name="srv6pm",
     help="srv6pm: SRv6 performance monitoring. Drives the controller's REST API "
-    "(nodes, SIDs, policies, sessions, thresholds, results, tokens, audit) and the lab.",
+    "(nodes, SIDs, policies, sessions, thresholds, results, tokens, audit), makes the mTLS "
+    "certificates (pki) and drives the lab.",
     epilog="Exit status: 0 done, 1 refused or failed, 2 usage, 3 controller unreachable, "
     "4 --wait timed out. Every command: docs/CLI.md.",
     no_args_is_help=True,
@@ -141,6 +142,7 @@ app.add_typer(thresholds.app, name="thresholds")
 app.add_typer(results.app, name="results")
 app.add_typer(admin.tokens, name="tokens")
 app.command("audit")(admin.audit)
+app.add_typer(pki.app, name="pki")
 app.command("lab", context_settings=lab.CONTEXT, add_help_option=False)(lab.lab)
 
 
