@@ -418,9 +418,14 @@ static __always_inline void count(struct __sk_buff *skb, __u32 hdr, __u32 index)
 
 /* ---- flows by SID list ----------------------------------------------------------------------- */
 
+/* The flow key: a SID list folded into 64 bits, the same in domain/flowkey.py (which keys the
+ * flows it installs with it); tests/test_bpf_flowkey.py shows both fold random lists alike. */
+#define FLOW_KEY_SEED 0x9e3779b97f4a7c15ULL
+#define FLOW_KEY_MULTIPLIER 0xff51afd7ed558ccdULL
+
 static __always_inline __u64 mix(__u64 h, __u64 word)
 {
-	h = (h ^ word) * 0xff51afd7ed558ccdULL;
+	h = (h ^ word) * FLOW_KEY_MULTIPLIER;
 	return h ^ (h >> 32);
 }
 
@@ -462,7 +467,7 @@ __noinline int flow_by_sids(struct __sk_buff *skb, const struct pkt *p, struct f
 		n = 1;
 	}
 
-	__u64 h = 0x9e3779b97f4a7c15ULL ^ n;
+	__u64 h = FLOW_KEY_SEED ^ n;
 	/* Unrolled by hand: each step has a constant index, which the verifier follows. */
 #define FOLD(i)                                                          \
 	if (i < n)                                                       \
@@ -504,7 +509,7 @@ __noinline int flow_by_sids_in_place(struct __sk_buff *skb, const struct pkt *p,
 	if ((void *)(words + 2 * n) > data_end)
 		return -2;
 
-	__u64 h = 0x9e3779b97f4a7c15ULL ^ n;
+	__u64 h = FLOW_KEY_SEED ^ n;
 #define FOLD(i)                                                                      \
 	if (i < n) {                                                                 \
 		if ((void *)(words + 2 * i + 2) > data_end)                          \
