@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bench.harness import provenance
+from bench.harness.pinning import pin_self
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -123,7 +124,7 @@ def execute(
         return 2
     handle_signals()
     if pin is not None:
-        os.sched_setaffinity(0, {pin})
+        pin_self(pin)
     caught: tuple[type[BaseException], ...] = (BenchError, *errors)
     try:
         result = measure(run)

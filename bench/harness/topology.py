@@ -13,12 +13,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
-
-from srv6pm.lab import Lab
+from typing import TYPE_CHECKING, TextIO
 
 from bench.harness.pinning import rps_command
 from bench.harness.run import BenchError, progress, run
+
+if TYPE_CHECKING:  # only lab benchmarks pass a Lab; the veth pair needs no srv6pm.lab
+    from srv6pm.lab import Lab
 
 
 @dataclass(frozen=True)
@@ -88,15 +89,6 @@ class Pair:
         finally:
             for problem in self.down():
                 progress(f"teardown: {problem}")
-
-
-def veth_pair(prefix: str, a: tuple[str, str, int], b: tuple[str, str, int], ifs: str) -> Pair:
-    """Namespaces ``<prefix>-<a name>`` and ``<prefix>-<b name>``; interfaces
-    ``<ifs>0``/``<ifs>1``: ``a`` and ``b`` are (name, address, RPS core)."""
-    return Pair(
-        Side(f"{prefix}-{a[0]}", f"{ifs}0", a[1], a[2]),
-        Side(f"{prefix}-{b[0]}", f"{ifs}1", b[1], b[2]),
-    )
 
 
 # ---- labs of srv6pm.lab ----------------------------------------------------------------------
