@@ -6,6 +6,7 @@ here (`make bpf` rebuilds the objects)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import struct
@@ -14,13 +15,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import bpf_harness
 import pytest
 from srv6pm.common import srv6
 from srv6pm.node_manager.domain import model
+from srv6pm.node_manager.drivers.base import PacketStats
 from srv6pm.node_manager.drivers.linux import kernel_reflector as kr
 from srv6pm.node_manager.drivers.linux import maps
 from srv6pm.node_manager.drivers.linux.maps import CStruct
 from srv6pm.node_manager.drivers.linux.monitor import default_object
+from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 MONITOR = default_object()
 REFLECTOR = kr.default_object()
@@ -205,6 +209,15 @@ def test_c_and_python_enums_have_the_same_names_and_values(obj, name, prefix, py
     }
 
 
+def test_the_statistics_the_c_counts_reach_the_api_under_their_names():
+    """read_stats() and KernelReflector.stats() name each index as the Python enum does."""
+    reasons = {r.name.lower() for r in maps.Reason}
+    assert reasons == {f.name for f in dataclasses.fields(PacketStats)}
+    assert reasons == {f.name for f in pb.PacketStats.DESCRIPTOR.fields}
+    stats = {s.name.lower() for s in kr.Stat}
+    assert stats == {f.name for f in pb.KernelReflectorStats.DESCRIPTOR.fields}
+
+
 DOMAIN_MODES = list(dict.fromkeys([srv6.MarkingMode, model.MarkingMode]))  # one, once moved
 
 
@@ -227,3 +240,14 @@ def test_every_marking_mode_has_a_value_in_the_c(domain: type[enum.Enum]):
 )
 def test_map_sizes_python_relies_on(obj, name, entries):
     assert map_definition(obj, name)["max_entries"] == entries
+
+
+def test_the_harness_writes_the_skb_fields_where_the_programs_read_them():
+    skb = next(
+        t for t in btf(MONITOR).values() if t["kind"] == "STRUCT" and t["name"] == "__sk_buff"
+    )
+    offsets = {m["name"]: m["bits_offset"] // 8 for m in skb["members"]}
+    assert skb["size"] == bpf_harness.SKB_SIZE
+    assert offsets["gso_segs"] == bpf_harness.SKB_GSO_SEGS
+    assert offsets["gso_size"] == bpf_harness.SKB_GSO_SIZE
+    assert offsets["ifindex"] == bpf_harness.SKB_IFINDEX
