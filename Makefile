@@ -71,7 +71,7 @@ demo: demo-install
 	$(PYTHON) -m srv6pm.lab.demo
 
 bench: install
-	$(PYTHON) bench/forwarding.py
+	$(PYTHON) -m bench.forwarding
 
 clean:
 	rm -rf $(PROTO_OUT) $(BPF_OUT)/*.o
