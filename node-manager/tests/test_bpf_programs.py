@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bpf_harness import PASS, Programs
+from bpf_harness import PASS, NoHooks, Programs
 from pyroute2 import IPRoute
 from scapy.layers.inet import TCP, UDP
 from scapy.layers.inet6 import (
@@ -23,6 +23,9 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
 from srv6pm.common.srv6 import Role
 from srv6pm.node_manager.domain.model import Marking, MarkingMode, MonitoredFlow
+from srv6pm.node_manager.drivers.linux import maps
+from srv6pm.node_manager.drivers.linux.bpftool import lookup
+from srv6pm.node_manager.drivers.linux.monitor import Monitor
 
 pytestmark = pytest.mark.root
 
@@ -350,3 +353,18 @@ def test_the_guard_clears_foreign_dscp_marks_of_srv6_packets_only(programs):
     assert Ether(marked.packet)[IPv6].tc == 0x80
     plain = frame(IPv6(src=H1, dst=H2, tc=0x04), UDP())
     assert programs.run("srv6pm_guard", bytes(plain)).packet == bytes(plain)
+
+
+# ---- restart ---------------------------------------------------------------------------------
+
+
+def test_a_restarted_monitor_finds_its_marking_and_leaves_the_config_as_it_was(programs):
+    marking = Marking(mode=MarkingMode.DSCP, monitored_bit=0x10, colour_bit=0x20)
+    programs.configure(marking, [transit(flowmon=0)])
+    config = programs.root / "bpf" / f"maps-v{maps.LAYOUT}" / maps.CONFIG
+    written = lookup(config, maps.INDEX.pack(0), maps.CONFIG_VALUE.size)
+    assert written is not None
+    assert maps.parse_config(written)[3:] == (0x10, 0x20, maps.Mode.DSCP)
+    again = Monitor(programs.root / "bpf", programs.root.parent / "state", NoHooks(), PERIOD_NS)  # type: ignore[arg-type]
+    assert again.marking() == marking
+    assert lookup(config, maps.INDEX.pack(0), maps.CONFIG_VALUE.size) == written  # not rewritten
