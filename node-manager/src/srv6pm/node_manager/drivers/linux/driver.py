@@ -14,7 +14,15 @@ from pyroute2.netns import pushns
 
 from ...domain.errors import FailedPrecondition
 from ...domain.model import KernelReflection, LocalSid, Marking, MonitoredFlow, SrPolicy
-from ..base import Capabilities, DriverSettings, FlowCounters, PacketStats
+from ..base import (
+    Capabilities,
+    DataPlaneDriver,
+    DriverSettings,
+    FlowCounters,
+    OffersKernelReflector,
+    OffersNamespacedSockets,
+    PacketStats,
+)
 from .hooks import Hooks
 from .kernel_reflector import KernelReflector as ReflectorProgram
 from .maps import MAX_FLOWS
@@ -152,7 +160,7 @@ class LinuxSettings(DriverSettings, Protocol):
     def bpf_object(self) -> Path | None: ...
 
 
-def open_driver(settings: LinuxSettings) -> LinuxDriver:
+def open_driver(settings: LinuxSettings) -> DataPlaneDriver:
     """The registry's entry point (drivers/registry.py)."""
     return LinuxDriver(
         settings.bpf_dir,
@@ -198,3 +206,10 @@ class NetnsNetlink:
     def close(self) -> None:
         self._pool.submit(self._ipr.close).result()
         self._pool.shutdown()
+
+
+# for mypy: the driver offers both optional capabilities (open_driver checks the base protocol)
+_offers: tuple[type[OffersKernelReflector], type[OffersNamespacedSockets]] = (
+    LinuxDriver,
+    LinuxDriver,
+)
