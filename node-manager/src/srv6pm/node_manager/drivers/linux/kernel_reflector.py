@@ -42,6 +42,8 @@ SEQUENCES = "srv6pm_reflector_seq"
 STATS = "srv6pm_reflector_stats"
 BLOCKS = "srv6pm_reflector_blocks"
 PATHS = "srv6pm_reflector_paths"
+# the maps a restart reuses (srv6pm_reflector_scratch, per packet, starts anew)
+ALL_MAPS = (CONFIG, DECAP, SEQUENCES, STATS, BLOCKS, PATHS)
 # The maps' keys and values, as reflector.c lays them out (tests/test_contract_btf.py holds them
 # against its BTF). Port and Error Estimate are in network order.
 CONFIG_VALUE = CStruct(
@@ -157,10 +159,9 @@ class KernelReflector:
     def _load(self, obj: Path) -> None:
         self._maps_dir.mkdir(parents=True, exist_ok=True)
         self._progs_dir.parent.mkdir(parents=True, exist_ok=True)
-        maps = (CONFIG, DECAP, SEQUENCES, STATS, BLOCKS, PATHS)
         args = ["prog", "loadall", str(obj), str(self._progs_dir), "type", "classifier"]
-        if all((self._maps_dir / m).exists() for m in maps):
-            for m in maps:  # a restart reuses the sequence counters and statistics
+        if all((self._maps_dir / m).exists() for m in ALL_MAPS):
+            for m in ALL_MAPS:  # a restart reuses the sequence counters and statistics
                 args += ["map", "name", m, "pinned", str(self._maps_dir / m)]
         else:
             args += ["pinmaps", str(self._maps_dir)]
