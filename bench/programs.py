@@ -42,11 +42,11 @@ from scapy.layers.inet6 import (
 )
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
+from srv6pm.common.srv6 import Role
 from srv6pm.node_manager.domain.model import (
     Marking,
     MarkingMode,
     MonitoredFlow,
-    Role,
 )
 from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
 

@@ -43,13 +43,16 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bench.harness import provenance
 from bench.harness.meters import process_cpu_ns, udp6_ports, udp6_rx_queue
 from bench.harness.pinning import taskset
 from bench.harness.run import BenchError, progress, run
 from bench.harness.topology import Side
+
+if TYPE_CHECKING:
+    from srv6pm.node_manager.drivers.linux.kernel_reflector import KernelReflector
 
 SCRIPT = Path(__file__).resolve()
 PORT = 862
@@ -357,8 +360,9 @@ class KernelPath:
         self.bpf_root = bpf_root
         self.bpf_dir = bpf_root / f"bench-stamp-reflector-{os.getpid()}-{time.time_ns()}"
         self.info: dict[str, Any] = {}
-        self._undo: list[tuple[str, Callable[[], None]]] = []
-        self._reflector: Any = None
+        # each step's return value, if any, is not looked at
+        self._undo: list[tuple[str, Callable[[], object]]] = []
+        self._reflector: KernelReflector | None = None
 
     def _ns(self, *argv: str) -> list[str]:
         # nsenter, not `ip netns exec`: that remounts /sys and hides the bpffs and its pins
@@ -389,11 +393,12 @@ class KernelPath:
             enabled=True,
         )
         try:
-            self._reflector = KernelReflector(self.bpf_dir)
-            self._reflector.configure(config)
+            reflector = KernelReflector(self.bpf_dir)
+            self._reflector = reflector
+            reflector.configure(config)
         except FailedPrecondition as e:
             raise BenchError(f"in-kernel reflector: {e}") from e
-        program = self._reflector.program
+        program = reflector.program
         sysctl = "net.ipv6.conf.all.forwarding"
         old = run(self._ns("sysctl", "-n", sysctl)).stdout.strip()
         # the reply is the probe, rewritten before routing: it reaches the sender by forwarding

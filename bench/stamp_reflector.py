@@ -328,17 +328,17 @@ def summary(
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in names:
-        mine = [t for t in trials if t.reflector == name]
+        ran = [t for t in trials if t.reflector == name]
         program: dict[str, int] = {}
-        for t in mine:
+        for t in ran:
             for k, v in t.program.items():
                 program[k] = program.get(k, 0) + v
         lines.append(
-            f"| {name} | {len(mine)} | {sum(t.loss > 0 for t in mine)} "
-            f"| {max(t.offered_pps for t in mine) / 1e3:.1f}k "
-            f"| {sum(t.sent - t.received for t in mine)} | {sum(t.backlog_drops for t in mine)} "
-            f"| {sum(t.rcvbuf_errors for t in mine)} | {sum(t.gen_backlog_drops for t in mine)} "
-            f"| {sum(t.gen_rcvbuf_errors for t in mine)} "
+            f"| {name} | {len(ran)} | {sum(t.loss > 0 for t in ran)} "
+            f"| {max(t.offered_pps for t in ran) / 1e3:.1f}k "
+            f"| {sum(t.sent - t.received for t in ran)} | {sum(t.backlog_drops for t in ran)} "
+            f"| {sum(t.rcvbuf_errors for t in ran)} | {sum(t.gen_backlog_drops for t in ran)} "
+            f"| {sum(t.gen_rcvbuf_errors for t in ran)} "
             f"| {', '.join(f'{k} {v}' for k, v in program.items()) or '-'} |"
         )
     return lines
@@ -384,8 +384,8 @@ def tables(
         "| RTT p50 / p99 / max ms |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, mine in confirm.items():
-        for t in mine:
+    for name, longer in confirm.items():
+        for t in longer:
             lines.append(
                 f"| {name} | {t.duration_s:.0f} s | {t.rate / 1e3:.1f}k "
                 f"| {t.offered_pps / 1e3:.1f}k | {t.loss:.3%} | {t.core_busy:.3f} "
@@ -398,8 +398,8 @@ def tables(
         "| reflector | rate | process CPU ns/pkt | core busy ns/pkt | core busy | capacity |",
         "|---|---|---|---|---|---|",
     ]
-    for name, mine in cpu.items():
-        for t in mine:
+    for name, at_cpu_rate in cpu.items():
+        for t in at_cpu_rate:
             lines.append(
                 f"| {name} | {t.offered_pps / 1e3:.1f}k | {t.refl_cpu_ns_per_pkt:.0f} "
                 f"| {t.core_busy_ns_per_pkt:.0f} | {t.core_busy:.3f} "
@@ -478,6 +478,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def name_and_command(other: str) -> tuple[str, str]:
+    """``NAME=CMD`` of --other."""
+    name, _, command = other.partition("=")
+    return name, command
+
+
+def other_reflector(name: str, command: str, side: Side) -> Callable[[], ReflectorProcess]:
+    return lambda: ReflectorProcess.other(name, command, side, REFL_CORE)
+
+
 def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> dict[str, Any]:
     """Each reflector in turn: a check, a warm-up, the CPU pass, the searches, the longer
     trials; then the tables."""
@@ -492,7 +502,7 @@ def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> dict[str, A
     ]
     if not args.no_baseline:
         candidates.append((BARE, lambda: ReflectorProcess.ours(side, REFL_CORE, bare=True)))
-    others = [other.partition("=")[::2] for other in args.other]
+    others = [name_and_command(other) for other in args.other]
     if not args.no_stamp_suite:
         if args.stamp_suite.exists():
             # its defaults: stateless and unauthenticated, as ours
@@ -503,9 +513,7 @@ def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> dict[str, A
         else:
             progress(f"{args.stamp_suite} is missing: stamp-suite not measured")
     for name, command in others:
-        candidates.append(
-            (name, lambda n=name, c=command: ReflectorProcess.other(n, c, side, REFL_CORE))
-        )
+        candidates.append((name, other_reflector(name, command, side)))
     if args.kernel:
         candidates.append(
             (KERNEL, lambda: ReflectorProcess.in_kernel(side, REFL_CORE, args.bpf_root))

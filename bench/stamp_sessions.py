@@ -50,7 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
 
@@ -86,6 +86,63 @@ def pair(prefix: str) -> Pair:
 # ---- the sender side (--senders N, inside bs-snd) --------------------------------------------
 
 
+Send = Callable[[bytes, tuple[str, int]], bool]  # a session's send callable
+
+
+class Percentiles(TypedDict, total=False):
+    """Of nanosecond values, in ms; empty when there were none."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class Totals(TypedDict):
+    """SenderStats summed over all sessions."""
+
+    sent: int
+    received: int
+    lost: int
+    unmatched: int
+    malformed: int
+
+
+class SenderResult(TypedDict):
+    """What the sender process (--senders N) prints: its sessions over the window."""
+
+    sessions: int
+    variant: str
+    setup_s: float
+    window_s: float
+    window: Totals
+    sent_per_s: float
+    delay_probes_per_s: float
+    loss_probes_per_s: float
+    expected_probes_per_s: float
+    received_per_s: float
+    send_failed: int
+    cpu_fraction: float
+    core_busy: float
+    cpu_us_per_probe: float | None
+    rss_base_kib: int
+    rss_end_kib: int
+    rss_per_session_kib: float
+    delay_lateness: Percentiles
+    loss_lateness: Percentiles
+    two_way: Percentiles
+    whole_run: Totals
+    lost_whole_run: int
+    profile: NotRequired[str]  # --profile: cProfile's top functions
+
+
+class SessionsResult(SenderResult):
+    """One N and variant: the sender process's result and the reflector's side."""
+
+    reflector_rcvbuf_errors: int
+    reflector: object  # the reflector's final stats, as it printed them
+
+
 class Probes:
     """What all sessions sent, recorded by a wrapper around each session's send callable.
 
@@ -105,9 +162,7 @@ class Probes:
         self.delay_lateness = array.array("q")
         self.loss_lateness = array.array("q")
 
-    def wrap(
-        self, send: Callable[[bytes, tuple[str, int]], bool], offset_ns: int
-    ) -> Callable[..., bool]:
+    def wrap(self, send: Send, offset_ns: int) -> Send:
         last = 0
 
         def tracked(data: bytes, destination: tuple[str, int]) -> bool:
@@ -132,7 +187,7 @@ class Probes:
         return tracked
 
 
-def percentiles(values: Sequence[int]) -> dict[str, float]:
+def percentiles(values: Sequence[int]) -> Percentiles:
     """p50, p90, p99 and max of nanosecond values, in ms."""
     if not values:
         return {}
@@ -143,7 +198,8 @@ def percentiles(values: Sequence[int]) -> dict[str, float]:
     return {"p50_ms": at(50), "p90_ms": at(90), "p99_ms": at(99), "max_ms": max(values) / 1e6}
 
 
-async def _senders(args: argparse.Namespace) -> dict[str, Any]:
+async def _senders(args: argparse.Namespace) -> SenderResult:
+    from srv6pm.twamp.results import ResultStore  # noqa: PLC0415
     from srv6pm.twamp.sender import SenderConfig, SenderSession  # noqa: PLC0415
     from srv6pm.twamp.transport import Endpoint, open_socket  # noqa: PLC0415
 
@@ -156,6 +212,7 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     probes = Probes()
     counters = ConstantCounters()
     sessions: list[SenderSession] = []
+    stores: list[ResultStore] = []  # each session's results
     endpoints: list[Endpoint] = []
     t_setup = time.monotonic()
     for i in range(n):
@@ -180,9 +237,11 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
             read_offset_ns=offset,
         )
         send = probes.wrap(endpoint.send, offset)
-        session = SenderSession(config, counters, send)
+        store = ResultStore()
+        session = SenderSession(config, counters, send, results=store)
         endpoint.serve(session.handle)
         sessions.append(session)
+        stores.append(store)
         endpoints.append(endpoint)
     setup_s = time.monotonic() - t_setup
 
@@ -194,9 +253,15 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     spread = args.variant == "spread"
     tasks = [loop.create_task(start(s, i / n if spread else 0.0)) for i, s in enumerate(sessions)]
 
-    def totals() -> dict[str, int]:
-        keys = ("sent", "received", "lost", "unmatched", "malformed")
-        return {k: sum(getattr(s.stats, k) for s in sessions) for k in keys}
+    def totals() -> Totals:
+        stats = [s.stats for s in sessions]
+        return Totals(
+            sent=sum(t.sent for t in stats),
+            received=sum(t.received for t in stats),
+            lost=sum(t.lost for t in stats),
+            unmatched=sum(t.unmatched for t in stats),
+            malformed=sum(t.malformed for t in stats),
+        )
 
     await asyncio.sleep(args.warmup)
     before, cpu0, t0, idle0 = totals(), time.process_time(), time.monotonic(), idle_s(SENDER_CORE)
@@ -213,11 +278,17 @@ async def _senders(args: argparse.Namespace) -> dict[str, Any]:
     for s in sessions:
         s.expire(now + TIMEOUT_NS)
     final = totals()
-    rtts = [d.two_way_ns for s in sessions for d in s.results.delay]
+    rtts = [d.two_way_ns for store in stores for d in store.delay]
     for endpoint in endpoints:
         endpoint.close()
     elapsed = t1 - t0
-    window = {k: after[k] - before[k] for k in after}
+    window = Totals(
+        sent=after["sent"] - before["sent"],
+        received=after["received"] - before["received"],
+        lost=after["lost"] - before["lost"],
+        unmatched=after["unmatched"] - before["unmatched"],
+        malformed=after["malformed"] - before["malformed"],
+    )
     return {
         "sessions": n,
         "variant": args.variant + (" no-gc" if args.no_gc else ""),
@@ -263,7 +334,7 @@ def senders(args: argparse.Namespace) -> int:
 # ---- orchestration ---------------------------------------------------------------------------
 
 
-def run_one(args: argparse.Namespace, p: Pair, n: int, variant: str) -> dict[str, Any]:
+def run_one(args: argparse.Namespace, p: Pair, n: int, variant: str) -> SessionsResult:
     refl = ReflectorProcess.ours(p.b, REFLECTOR_CORE)
     try:
         udp0 = udp6_counters(refl.pid)
@@ -277,18 +348,19 @@ def run_one(args: argparse.Namespace, p: Pair, n: int, variant: str) -> dict[str
         if args.no_gc:
             argv.append("--no-gc")
         r = run(argv, timeout=args.warmup + args.window + 600)
-        result = dict(json.loads(r.stdout.splitlines()[-1]))
+        sender: SenderResult = json.loads(r.stdout.splitlines()[-1])
         udp1 = udp6_counters(refl.pid)
-        result["reflector_rcvbuf_errors"] = udp1.get("Udp6RcvbufErrors", 0) - udp0.get(
-            "Udp6RcvbufErrors", 0
-        )
+        rcvbuf_errors = udp1.get("Udp6RcvbufErrors", 0) - udp0.get("Udp6RcvbufErrors", 0)
     finally:
         result_refl = refl.stop()
-    result["reflector"] = result_refl.get("stats", {})
-    return result
+    return {
+        **sender,
+        "reflector_rcvbuf_errors": rcvbuf_errors,
+        "reflector": result_refl.get("stats", {}),
+    }
 
 
-def line(r: dict[str, Any]) -> str:
+def line(r: SessionsResult) -> str:
     lat = r["delay_lateness"]
     return (
         f"N={r['sessions']:>5} {r['variant']:>8}: sent {r['sent_per_s']:8.1f}/s "
@@ -301,7 +373,7 @@ def line(r: dict[str, Any]) -> str:
     )
 
 
-def table(results: Sequence[dict[str, Any]]) -> str:
+def table(results: Sequence[SessionsResult]) -> str:
     rows = [
         "| N | variant | sent/s (delay + loss probes) | expected/s | replies/s | lost "
         "(window) | lost (whole run) | sender CPU (of one core) | core 1 busy | CPU µs/probe "
@@ -376,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return senders(args)
 
     def measure(_run: Run) -> dict[str, Any]:
-        results = []
+        results: list[SessionsResult] = []
         with pair(args.prefix).running() as p:
             for n in args.sessions:
                 for variant in args.variants:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Message
 from srv6pm.collector.adapters.influx import InfluxSink
 from srv6pm.collector.adapters.kafka import RecordSource
 from srv6pm.collector.domain import points
@@ -49,12 +50,12 @@ def breakdown(
         wait_quiet(args.quiet_cores, args.quiet_max_s)
         # Kafka: consume batches of 5000 and commit each, as RecordSource does for the collector.
         source = RecordSource(kafka.bootstrap, topic, f"bench-{tag}")
-        got: list[Any] = []
+        got: list[Message] = []
         consume_s = commit_s = 0.0
         commits = 0
         # Joining the group and the first fetch: counted apart, as the collector's start.
         t = time.perf_counter()
-        batch = []
+        batch: list[Message] = []
         while not batch and time.perf_counter() - t < 60:
             batch = source.poll(BATCH_RECORDS, 0.2)
         group_s = time.perf_counter() - t

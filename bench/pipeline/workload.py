@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from srv6pm.collector.domain import points
+from srv6pm.common.srv6 import Role
 from srv6pm.node_manager.adapters import records
 from srv6pm.node_manager.domain.blocks import FlowBlock
-from srv6pm.node_manager.domain.model import MonitoredFlow, Role, SenderSession
+from srv6pm.node_manager.domain.model import MonitoredFlow, SenderSession
 from srv6pm.proto.v1 import records_pb2 as pb
 from srv6pm.twamp.results import DelayBlock, DelayStats, DirectionLoss, LossResult
 
@@ -116,8 +117,8 @@ class Node:
             fb = FlowBlock(flow.name, block, packets, packets * 700)
             record = self._wrap(flow_block=records.flow_block(fb, flow, PERIOD_NS))
             role = records.ROLE_TO_PB[flow.role]
-            tags = (("node", self.name), ("flow", flow.name), ("role", points.ROLES[role]))
-            yield Generated(record, f"{self.name}/{flow.name}", Sample("flow", tags, start))
+            flow_tags = (("node", self.name), ("flow", flow.name), ("role", points.ROLES[role]))
+            yield Generated(record, f"{self.name}/{flow.name}", Sample("flow", flow_tags, start))
         for spec, labels in zip(self.sessions, self.labels, strict=True):
             key = f"{self.name}/{spec.name}"
             tags = (("src_node", self.name), ("session", spec.name))
@@ -168,7 +169,9 @@ def build_workload(n: int, mix: Mix, seed: int) -> Workload:
     blocks = math.ceil(n / mix.records_per_block)
     # Blocks in the recent past, well inside the 30-day retention.
     first = time.time_ns() // PERIOD_NS - blocks - 10
-    keys, values, lines = [], [], []
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    lines: list[bytes] = []
     expected = {"loss": 0, "delay": 0, "flow": 0}
     for g in generate(mix, first, seed):
         if len(values) == n:
