@@ -1,8 +1,9 @@
 """What bpf/monitor.c and bpf/reflector.c share with the Python that drives them, held against
 the compiled objects' BTF: each map's key and value (a C struct's member names, offsets and
 widths, or a scalar's width and sign), the map types and sizes Python relies on, and every enum
-Python mirrors, by name and value. A change on either side that the other does not follow fails
-here (`make bpf` rebuilds the objects)."""
+Python mirrors, by name and value; and bpftool.py's bpf(2) attributes against the running
+kernel's BTF. A change on either side that the other does not follow fails here (`make bpf`
+rebuilds the objects)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import pytest
 from srv6pm.common import srv6
 from srv6pm.node_manager.domain import model
 from srv6pm.node_manager.drivers.base import PacketStats
+from srv6pm.node_manager.drivers.linux import bpftool, maps
 from srv6pm.node_manager.drivers.linux import kernel_reflector as kr
-from srv6pm.node_manager.drivers.linux import maps
 from srv6pm.node_manager.drivers.linux.maps import CStruct
 from srv6pm.node_manager.drivers.linux.monitor import default_object
 from srv6pm.proto.v1 import node_manager_pb2 as pb
@@ -262,3 +263,42 @@ def test_the_harness_writes_the_skb_fields_where_the_programs_read_them():
     assert offsets["gso_segs"] == bpf_harness.SKB_GSO_SEGS
     assert offsets["gso_size"] == bpf_harness.SKB_GSO_SIZE
     assert offsets["ifindex"] == bpf_harness.SKB_IFINDEX
+
+
+VMLINUX = Path("/sys/kernel/btf/vmlinux")
+
+
+def bpf_attr_members(c_struct: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """(octet offset, width) by name of one of union bpf_attr's structs, its anonymous unions'
+    members in place."""
+    found: dict[str, tuple[int, int]] = {}
+    for m in c_struct["members"]:
+        t = resolve(VMLINUX, m["type_id"])
+        at = m["bits_offset"] // 8
+        if m["name"] == "(anon)" and t["kind"] == "UNION":
+            for inner in t["members"]:
+                found[inner["name"]] = (at, width(VMLINUX, inner["type_id"]))
+        else:
+            found[m["name"]] = (at, width(VMLINUX, m["type_id"]))
+    return found
+
+
+@pytest.mark.parametrize(
+    "attr",
+    [bpftool._ObjGetAttr, bpftool._ElemAttr, bpftool._BatchAttr, bpftool._TestRunAttr],
+    ids=lambda a: a.__name__,
+)
+def test_bpftools_syscall_attributes_are_the_running_kernels(attr):
+    """bpftool.py's bpf(2) calls describe union bpf_attr's structs with ctypes: each field where
+    the kernel's BTF has the member of that name (a "pad" is the C's implicit padding)."""
+    union = next(
+        t for t in btf(VMLINUX).values() if t["kind"] == "UNION" and t["name"] == "bpf_attr"
+    )
+    python = {
+        name: (getattr(attr, name).offset, getattr(attr, name).size)
+        for name, *_ in attr._fields_
+        if name != "pad"
+    }
+    candidates = [bpf_attr_members(resolve(VMLINUX, m["type_id"])) for m in union["members"]]
+    c = next(c for c in candidates if set(python) <= set(c))
+    assert {name: c[name] for name in python} == python
