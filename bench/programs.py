@@ -30,7 +30,7 @@ import os
 import secrets
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from bpf_harness import Programs
 from scapy.layers.inet import UDP
@@ -42,12 +42,8 @@ from scapy.layers.inet6 import (
 )
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from srv6pm.common.srv6 import Role
-from srv6pm.node_manager.domain.model import (
-    Marking,
-    MarkingMode,
-    MonitoredFlow,
-)
+from srv6pm.common.srv6 import MarkingMode, Role
+from srv6pm.node_manager.domain.model import Marking, MonitoredFlow
 from srv6pm.node_manager.drivers.linux.bpftool import obj_get, prog_test_run
 
 from bench.harness import provenance
@@ -56,6 +52,28 @@ from bench.harness.run import RESULTS, Run, execute, progress
 
 PERIOD_NS = 10**18
 FLOW_COUNTS = (1, 1000, 10000)
+
+
+class Row(TypedDict):
+    """One program, mode and flow count."""
+
+    program: str
+    mode: str
+    flows: int
+    ns_per_run_median: float
+    every_run_counted: bool  # the program counted the packet on each run
+
+
+class Settings(TypedDict):
+    rounds: int
+    period_ns: int
+
+
+class ProgramsResult(TypedDict):
+    settings: Settings
+    rows: list[Row]
+    table: str
+    environment: dict[str, object]  # the machine and the object measured
 
 
 def sids(i: int) -> tuple[str, str]:
@@ -91,11 +109,11 @@ def measure_program(programs: Programs, program: str, packets: list[bytes], roun
     return statistics.median(runs)
 
 
-def measure(rounds: int) -> list[dict[str, Any]]:
+def measure(rounds: int) -> list[Row]:
     """Every program, mode and flow count; ns per run (median of ``rounds`` single runs)."""
     root = Path("/run") / f"srv6pm-bench-{secrets.token_hex(3)}" / "fs"
     programs = Programs(root, PERIOD_NS)
-    rows = []
+    rows: list[Row] = []
     try:
         for mode in MarkingMode:
             for n in FLOW_COUNTS:
@@ -126,7 +144,7 @@ def measure(rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
+def table(rows: Sequence[Row]) -> str:
     return markdown_table(
         ["program", "mode", "flows", "ns per run (median)", "every run counted"],
         [
@@ -151,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.rounds = 2000
 
-    def body(_run: Run) -> dict[str, Any]:
+    def body(_run: Run) -> ProgramsResult:
         rows = measure(args.rounds)
         obj = provenance.ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
         return {

@@ -21,8 +21,8 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrSegmentRouting
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
-from srv6pm.common.srv6 import Role
-from srv6pm.node_manager.domain.model import Marking, MarkingMode, MonitoredFlow
+from srv6pm.common.srv6 import MarkingMode, Role
+from srv6pm.node_manager.domain.model import Marking, MonitoredFlow
 
 pytestmark = pytest.mark.root
 

@@ -21,8 +21,8 @@ from scapy.layers.inet6 import (
 )
 from scapy.layers.l2 import ARP, Ether
 from scapy.packet import Packet, Raw
-from srv6pm.common.srv6 import Role
-from srv6pm.node_manager.domain.model import Marking, MarkingMode, MonitoredFlow
+from srv6pm.common.srv6 import MarkingMode, Role
+from srv6pm.node_manager.domain.model import Marking, MonitoredFlow
 from srv6pm.node_manager.drivers.linux import maps
 from srv6pm.node_manager.drivers.linux.bpftool import lookup
 from srv6pm.node_manager.drivers.linux.monitor import Monitor

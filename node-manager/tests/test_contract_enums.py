@@ -5,7 +5,6 @@ fails here before it fails a request."""
 import pytest
 from srv6pm.common import srv6
 from srv6pm.node_manager.api import convert
-from srv6pm.node_manager.domain.model import MarkingMode
 from srv6pm.node_manager.drivers.linux import routes
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2 as records
@@ -35,11 +34,6 @@ def test_roles_have_the_proto_values_too():
     assert {r.name: r.value for r in srv6.Role} == {
         name.removeprefix("ROLE_"): value for name, value in records.Role.items() if value
     }
-
-
-def test_the_node_managers_marking_modes_are_the_common_ones():
-    # its values are the eBPF program's numbers; its names are the shared vocabulary's
-    assert [m.name for m in MarkingMode] == [m.name for m in srv6.MarkingMode]
 
 
 def test_the_api_converts_every_member_both_ways():

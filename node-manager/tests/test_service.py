@@ -6,14 +6,13 @@ import socket
 from dataclasses import dataclass, field, replace
 
 import pytest
-from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.node_manager.adapters.journal import Journal
 from srv6pm.node_manager.domain.errors import FailedPrecondition, NotFound
 from srv6pm.node_manager.domain.model import (
     KernelReflection,
     LocalSid,
     Marking,
-    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,

@@ -1,12 +1,11 @@
 import pytest
-from srv6pm.common.srv6 import Behaviour, Role
+from srv6pm.common.srv6 import Behaviour, MarkingMode, Role
 from srv6pm.node_manager.api import convert
 from srv6pm.node_manager.domain import validation
 from srv6pm.node_manager.domain.errors import InvalidArgument
 from srv6pm.node_manager.domain.model import (
     LocalSid,
     Marking,
-    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
-from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2 as records
 
@@ -16,7 +16,6 @@ from ..domain.model import (
     STAMP_PORT,
     LocalSid,
     Marking,
-    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,

@@ -1,12 +1,12 @@
 """The node's desired state: SR policies, local SIDs, monitored flows, marking bits. Behaviours,
-head-end modes and roles are srv6pm's shared SRv6 vocabulary (srv6pm.common.srv6)."""
+head-end modes, marking modes and roles are srv6pm's shared SRv6 vocabulary (srv6pm.common.srv6);
+each driver maps them to its own values (the Linux driver: maps.Mode, checked against BTF)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 
 MAX_SEGMENTS = 16
 DEFAULT_MONITORED_BIT = 0x04  # DSCP xxxxx1: RFC 2474 pool 2/3, for local use
@@ -46,13 +46,6 @@ class MonitoredFlow:
     role: Role
     interfaces: tuple[str, ...]
     flowmon_id: int = 0
-
-
-class MarkingMode(enum.IntEnum):
-    """How packets carry the colour; values are the eBPF program's."""
-
-    ALTMARK = 1  # RFC 9343 option in a Destination Options header before the SRH
-    DSCP = 2  # two bits of the outer Traffic Class
 
 
 @dataclass(frozen=True)

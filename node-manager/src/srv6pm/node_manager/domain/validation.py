@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from srv6pm.common.srv6 import Behaviour, EncapMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 
 from .errors import InvalidArgument
 from .model import (
@@ -19,7 +19,6 @@ from .model import (
     MAX_SEGMENTS,
     LocalSid,
     Marking,
-    MarkingMode,
     MonitoredFlow,
     NodeState,
     Reflector,

@@ -21,11 +21,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from srv6pm.common.srv6 import Role
+from srv6pm.common.srv6 import MarkingMode, Role
 
 from ...domain.errors import FailedPrecondition
 from ...domain.flowkey import flow_key
-from ...domain.model import Marking, MarkingMode, MonitoredFlow
+from ...domain.model import Marking, MonitoredFlow
 from ..base import ColourCount, FlowCounters, PacketStats
 from . import maps
 from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, lookup, read_array
