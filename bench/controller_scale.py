@@ -43,7 +43,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 import httpx
 from srv6pm.lab import Lab, LabError, Topology
@@ -59,13 +59,48 @@ HUB = "hub"
 BATCH = 10  # node managers started at once
 
 
+class Stage(TypedDict):
+    """Creating the fleet through the REST API."""
+
+    objects: int
+    seconds: float
+    per_s: float
+
+
+class RouteLatency(TypedDict):
+    """Response times of one REST route."""
+
+    requests: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class ScaleResult(TypedDict):
+    machine: provenance.Machine
+    spokes: int
+    sessions: int
+    lab_up_s: float
+    stage: Stage
+    apply_from_start_s: float
+    rss_after_apply_mb: float
+    restart_reconciled_s: float
+    restart_sessions_applied: str  # applied/total
+    restart_reapplied_nodes: int
+    rss_after_restart_mb: float
+    influx_points: int
+    loss_route: RouteLatency
+    hops_route: RouteLatency
+    rss_final_mb: float
+
+
 def spoke(i: int) -> str:
     return f"s{i}"
 
 
 def topology(spokes: int, period_s: float, base_port: int, name: str) -> Topology:
-    routers: dict[str, Any] = {HUB: {"grpc_port": base_port}}
-    links = []
+    routers: dict[str, dict[str, int | str]] = {HUB: {"grpc_port": base_port}}
+    links: list[dict[str, dict[str, str]]] = []
     for i in range(1, spokes + 1):
         routers[spoke(i)] = {"grpc_port": base_port + i, "locator": f"fc00:{i:x}::/32"}
         links.append({"ends": {HUB: f"fcf0:0:{i:x}::1/64", spoke(i): f"fcf0:0:{i:x}::2/64"}})
@@ -82,7 +117,7 @@ def sid(i: int) -> str:
     return f"fc00:{i:x}::d6"
 
 
-def stage(api: Api, spokes: int, lab: Lab) -> dict[str, float]:
+def stage(api: Api, spokes: int, lab: Lab) -> Stage:
     created = 0
     started = time.perf_counter()
     for i in range(1, spokes + 1):
@@ -199,7 +234,7 @@ def fill_influx(influx: InfluxServer, spokes: int, blocks: int, period_ns: int) 
     return points, now_block - 1
 
 
-def latency(api: Api, spokes: int, requests: int, path: str, **params: Any) -> dict[str, float]:
+def latency(api: Api, spokes: int, requests: int, path: str, **params: int) -> RouteLatency:
     samples = []
     for _ in range(requests):
         a, b = random.sample(range(1, spokes + 1), 2)
@@ -215,12 +250,8 @@ def latency(api: Api, spokes: int, requests: int, path: str, **params: Any) -> d
     }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "machine": provenance.machine(),
-        "spokes": args.spokes,
-        "sessions": args.spokes * (args.spokes - 1),
-    }
+def run(args: argparse.Namespace) -> ScaleResult:
+    machine = provenance.machine()
     workdir = Path(tempfile.mkdtemp(prefix="srv6pm-bench-scale-"))
     base_port = free_ports(1)[0]
     lab = Lab(
@@ -239,8 +270,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 lab.start_node_manager(router, wait=False)
             for router in routers[i : i + BATCH]:
                 lab.wait_serving(router, timeout=120)
-        out["lab_up_s"] = time.perf_counter() - started
-        log(f"  up in {out['lab_up_s']:.1f} s")
+        lab_up_s = time.perf_counter() - started
+        log(f"  up in {lab_up_s:.1f} s")
         influx.start()
         influx.create_database("srv6pm")
         settings = {
@@ -254,8 +285,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         controller.start()
         api = Api(controller.url, controller.token, timeout=120)
         log("stage: creating the fleet through the REST API ...")
-        out["stage"] = stage(api, args.spokes, lab)
-        log(f"  {out['stage']}")
+        staged = stage(api, args.spokes, lab)
+        log(f"  {staged}")
         controller.stop()
 
         controller.settings["reconcile"] = "true"
@@ -264,9 +295,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         controller.start()
         wait_all_applied(api, args.timeout)
-        out["apply_from_start_s"] = time.perf_counter() - started
-        out["rss_after_apply_mb"] = peak_rss_mb(controller.pid or 0)
-        log(f"  applied in {out['apply_from_start_s']:.1f} s")
+        apply_from_start_s = time.perf_counter() - started
+        rss_after_apply_mb = peak_rss_mb(controller.pid or 0)
+        log(f"  applied in {apply_from_start_s:.1f} s")
 
         spokes = [spoke(i) for i in range(1, args.spokes + 1)]
         before = apply_counts(lab, spokes)
@@ -286,26 +317,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if len(checked) == len(nodes):
                 break
             time.sleep(0.2)
-        out["restart_reconciled_s"] = time.perf_counter() - started
+        restart_reconciled_s = time.perf_counter() - started
         applied, total = sessions_applied(api)
         after = apply_counts(lab, spokes)
-        out["restart_sessions_applied"] = f"{applied}/{total}"
-        out["restart_reapplied_nodes"] = sum(after[r] != before[r] for r in spokes)
-        out["rss_after_restart_mb"] = peak_rss_mb(controller.pid or 0)
-        log(f"  reconciled in {out['restart_reconciled_s']:.1f} s, {applied}/{total} applied")
+        restart_reapplied_nodes = sum(after[r] != before[r] for r in spokes)
+        rss_after_restart_mb = peak_rss_mb(controller.pid or 0)
+        log(f"  reconciled in {restart_reconciled_s:.1f} s, {applied}/{total} applied")
 
         log(f"results: {args.blocks} blocks of points for every session ...")
-        out["influx_points"], last = fill_influx(
-            influx, args.spokes, args.blocks, int(args.period * 1e9)
-        )
-        out["loss_route"] = latency(
+        influx_points, last = fill_influx(influx, args.spokes, args.blocks, int(args.period * 1e9))
+        loss_route = latency(
             api, args.spokes, args.requests, "/v1/sessions/{session}/loss", limit=10
         )
-        out["hops_route"] = latency(
+        hops_route = latency(
             api, args.spokes, args.requests // 5, "/v1/sessions/{session}/hops", block=last
         )
-        out["rss_final_mb"] = peak_rss_mb(controller.pid or 0)
-        log(f"  loss route {out['loss_route']}")
+        rss_final_mb = peak_rss_mb(controller.pid or 0)
+        log(f"  loss route {loss_route}")
         api.close()
     finally:
         if controller:
@@ -313,7 +341,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         influx.stop()
         for problem in lab.down():
             log(f"warning: {problem}")
-    return out
+    return {
+        "machine": machine,
+        "spokes": args.spokes,
+        "sessions": args.spokes * (args.spokes - 1),
+        "lab_up_s": lab_up_s,
+        "stage": staged,
+        "apply_from_start_s": apply_from_start_s,
+        "rss_after_apply_mb": rss_after_apply_mb,
+        "restart_reconciled_s": restart_reconciled_s,
+        "restart_sessions_applied": f"{applied}/{total}",
+        "restart_reapplied_nodes": restart_reapplied_nodes,
+        "rss_after_restart_mb": rss_after_restart_mb,
+        "influx_points": influx_points,
+        "loss_route": loss_route,
+        "hops_route": hops_route,
+        "rss_final_mb": rss_final_mb,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,12 +378,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.spokes, args.period, args.blocks, args.requests = 3, 4.0, 3, 50
 
-    def report(result: dict[str, Any]) -> None:
-        print(json.dumps(result, indent=2, default=str))
+    this_run = Run("controller-scale", "bench/controller_scale.py")
+
+    def report(_result: ScaleResult) -> None:
+        print(json.dumps(this_run.document, indent=2, default=str))
 
     # the lab and servers are torn down on SIGINT and SIGTERM even in the background
     return execute(
-        Run("controller-scale", "bench/controller_scale.py"),
+        this_run,
         lambda _run: run(args),
         out=args.out,
         needs_root="namespaces",

@@ -43,7 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypedDict
 
 from bench.harness import provenance
 from bench.harness.meters import process_cpu_ns, udp6_ports, udp6_rx_queue
@@ -64,6 +64,17 @@ KERNEL = "srv6pm.bpf"
 STAMP_SUITE = "stamp-suite"
 BPF_ROOT = Path("/sys/fs/bpf/srv6pm")
 TC_PRIO = 10
+
+
+class ProbeCheck(TypedDict):
+    """What --probe-once prints."""
+
+    sent: int
+    answered: int
+    hop_limit_on_arrival: list[int]
+    sender_ttl: list[int]
+    error_estimate: list[str]  # hexadecimal
+    t3_minus_t2_ns_median: float | None
 
 
 class ConstantCounters:
@@ -211,7 +222,11 @@ def probe_once(source: str, reflector: str, port: int, count: int = 20) -> int:
     sock.bind((source, GEN_PORT + 1))
     sock.settimeout(1.0)
     probe = struct.Struct(">IQHH28x")
-    answered, hop_limits, ttls, estimates, t3_t2_ns = 0, set(), set(), set(), []
+    answered = 0
+    hop_limits: set[int] = set()
+    ttls: set[int] = set()
+    estimates: set[str] = set()
+    t3_t2_ns: list[float] = []
     for seq in range(count):
         sock.sendto(probe.pack(seq, ntp_from_unix_ns(time.time_ns()), 1, 4242), (reflector, port))
         try:
@@ -229,7 +244,7 @@ def probe_once(source: str, reflector: str, port: int, count: int = 20) -> int:
         ttls.add(data[40])
         t3_t2_ns.append((t3 - t2) * 1_000_000_000 / 2**32)
         time.sleep(0.01)
-    out = {
+    out: ProbeCheck = {
         "sent": count,
         "answered": answered,
         "hop_limit_on_arrival": sorted(hop_limits),
@@ -246,7 +261,7 @@ class ReflectorProcess:
 
     def __init__(self, name: str, argv: Sequence[str], side: Side, core: int) -> None:
         self.name = name
-        self.info: dict[str, Any] = {}
+        self.info: dict[str, object] = {}
         self.kernel: KernelPath | None = None  # the in-kernel reflector this process stands by
         full = ["ip", "netns", "exec", side.netns, *taskset(core, argv)]
         # `ip netns exec` and `taskset` both exec(): the child's pid is the reflector's.
@@ -303,7 +318,7 @@ class ReflectorProcess:
         r.stop()
         raise BenchError(f"{name} did not open port {PORT}")
 
-    def read_json(self, timeout_s: float) -> dict[str, Any]:
+    def read_json(self, timeout_s: float) -> dict[str, object]:
         assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
@@ -330,9 +345,9 @@ class ReflectorProcess:
         while udp6_rx_queue(self.pid, PORT) and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> dict[str, object]:
         """SIGTERM (ours prints its final stats), SIGKILL if it does not go."""
-        final: dict[str, Any] = {}
+        final: dict[str, object] = {}
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -359,7 +374,7 @@ class KernelPath:
         self.side = side
         self.bpf_root = bpf_root
         self.bpf_dir = bpf_root / f"bench-stamp-reflector-{os.getpid()}-{time.time_ns()}"
-        self.info: dict[str, Any] = {}
+        self.info: dict[str, object] = {}
         # each step's return value, if any, is not looked at
         self._undo: list[tuple[str, Callable[[], object]]] = []
         self._reflector: KernelReflector | None = None

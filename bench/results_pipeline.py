@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def report_and_log(result: dict[str, Any]) -> None:
         report(result)
-        log(f"written {run.run_id} ({result['wall_s']:.0f} s)")
+        log(f"written {run.run_id} ({run.measured_s:.0f} s)")
 
     return execute(
         run,

@@ -48,7 +48,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TypedDict
 
 from bench.harness import generators, provenance, trials
 from bench.harness.meters import (
@@ -74,6 +74,7 @@ from bench.reflectors import (
     PORT,
     SCRIPT,
     STAMP_SUITE,
+    ProbeCheck,
     ReflectorProcess,
 )
 
@@ -213,6 +214,24 @@ class Search:
     pdr_pps: float  # the same with loss <= PDR_LOSS
     max_reflected_pps: float  # the most replies per second a trial of this search got back
     ndr_capacity_pps: float  # capacity_pps of the trial that gave ndr_pps
+
+
+class Reflector(TypedDict):
+    """One reflector of the run, around its trials."""
+
+    start: dict[str, object]  # what it said when it started, and the probe check
+    final: dict[str, object]  # what it said when stopped
+    netns_counters: dict[str, int]  # its namespace's snmp6 counters over its trials
+
+
+class ReflectorResult(TypedDict):
+    settings: dict[str, object]  # the arguments and the packet size
+    reflectors: dict[str, Reflector]
+    trials: list[dict[str, object]]  # Trial, every one but the warm-ups
+    searches: list[dict[str, object]]  # Search, its steps counted
+    cpu: dict[str, list[dict[str, object]]]  # Trial
+    confirm: dict[str, list[dict[str, object]]]  # Trial
+    table: str
 
 
 def search(bench: Bench, refl: ReflectorProcess, repeat: int, ladder: Sequence[int]) -> Search:
@@ -488,14 +507,14 @@ def other_reflector(name: str, command: str, side: Side) -> Callable[[], Reflect
     return lambda: ReflectorProcess.other(name, command, side, REFL_CORE)
 
 
-def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> dict[str, Any]:
+def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> ReflectorResult:
     """Each reflector in turn: a check, a warm-up, the CPU pass, the searches, the longer
     trials; then the tables."""
     bench = Bench(pair, stampgen, args.trial, args.drain)
     searches: list[Search] = []
     cpu: dict[str, list[Trial]] = {}
     confirm: dict[str, list[Trial]] = {}
-    info: dict[str, Any] = {}
+    info: dict[str, Reflector] = {}
     side = pair.b
     candidates: list[tuple[str, Callable[[], ReflectorProcess]]] = [
         (OURS, lambda: ReflectorProcess.ours(side, REFL_CORE))
@@ -563,23 +582,24 @@ def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> dict[str, A
     }
 
 
-def probe_check(gen: Side, refl: Side) -> dict[str, Any]:
+def probe_check(gen: Side, refl: Side) -> ProbeCheck:
     """A few probes from a plain socket in the generator's namespace (see probe_once)."""
     argv = ["ip", "netns", "exec", gen.netns, *taskset(GEN_CORE, [sys.executable, str(SCRIPT)])]
     argv += ["--probe-once", gen.address]
     argv += ["--address", refl.address, "--port", str(PORT)]
-    return dict(json.loads(run(argv, timeout=60).stdout))
+    check: ProbeCheck = json.loads(run(argv, timeout=60).stdout)
+    return check
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def body(_run: Run) -> dict[str, Any]:
+    def body(_run: Run) -> ReflectorResult:
         stampgen = generators.stampgen()
         with pair(args.prefix).running() as p:
             return measure(args, p, stampgen)
 
-    def environment() -> dict[str, Any]:
+    def environment() -> dict[str, object]:
         return {
             **provenance.machine(),
             **provenance.net_core_sysctls("netdev_max_backlog", "rmem_max"),

@@ -50,7 +50,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from srv6pm.node_manager.service.stamp import loss_probe_offset_ns
 
@@ -141,6 +141,12 @@ class SessionsResult(SenderResult):
 
     reflector_rcvbuf_errors: int
     reflector: object  # the reflector's final stats, as it printed them
+
+
+class SessionsRunResult(TypedDict):
+    settings: dict[str, object]  # the arguments
+    results: list[SessionsResult]
+    table: str
 
 
 class Probes:
@@ -447,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.senders:
         return senders(args)
 
-    def measure(_run: Run) -> dict[str, Any]:
+    def measure(_run: Run) -> SessionsRunResult:
         results: list[SessionsResult] = []
         with pair(args.prefix).running() as p:
             for n in args.sessions:
@@ -461,13 +467,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "table": table(results),
         }
 
-    def report(result: dict[str, Any]) -> None:
+    def report(result: SessionsRunResult) -> None:
         print(f"\n{result['table']}\n")
         if args.profile:
             for r in result["results"]:
                 print(f"\nprofile N={r['sessions']} {r['variant']}:\n{r.get('profile', '')}")
 
-    def environment() -> dict[str, Any]:
+    def environment() -> dict[str, object]:
         return {
             **provenance.machine(),
             **provenance.net_core_sysctls("netdev_max_backlog", "rmem_max"),

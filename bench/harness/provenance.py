@@ -9,7 +9,7 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,15 @@ def git(*args: str) -> str:
     return r.stdout.strip()
 
 
-def machine() -> dict[str, Any]:
+class Machine(TypedDict):
+    kernel: str
+    cpu: str
+    cores: int | None
+    python: str
+    git: str  # git describe --always --dirty
+
+
+def machine() -> Machine:
     """Kernel, CPU model, cores, Python, ``git describe --always --dirty``."""
     cpu = next(
         (

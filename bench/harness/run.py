@@ -9,24 +9,27 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn, TypedDict, TypeVar
 
 from bench.harness import provenance
 from bench.harness.pinning import pin_self
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
+# What a benchmark's measure returns: its fields of the results file (a TypedDict of its own).
+R = TypeVar("R", bound=Mapping[str, object])
+
 
 class BenchError(Exception):
     """A failure with a message meant for the user."""
 
 
-def run(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def run(argv: Sequence[str], *, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command, raise BenchError with its stderr if it fails."""
-    r = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+    r = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
     if r.returncode != 0:
         raise BenchError(f"`{' '.join(argv)}` failed: {r.stderr.strip()}")
     return r
@@ -68,6 +71,9 @@ class Run:
     run_id: str = ""
     started: str = ""  # ISO 8601, UTC
     t0: float = field(default_factory=time.monotonic)
+    # once the results are written: the file's fields after the header, and its wall_s
+    document: dict[str, object] = field(default_factory=dict)
+    measured_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.run_id = self.run_id or new_run_id(self.bench)
@@ -77,47 +83,57 @@ class Run:
     def wall_s(self) -> float:
         return time.monotonic() - self.t0
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> Header:
         """The fields every results file starts with."""
         return {"run_id": self.run_id, "script": self.script, "started_utc": self.started}
 
 
+class Header(TypedDict):
+    run_id: str
+    script: str
+    started_utc: str
+
+
 def write_results(
-    run: Run, result: dict[str, Any], out: Path, indent: int = 2, file: Path | None = None
+    run: Run, document: Mapping[str, object], out: Path, indent: int = 2, file: Path | None = None
 ) -> Path:
-    """``result`` as ``out/<run id>.json`` (or ``file``), with the run's header first."""
+    """``document`` as ``out/<run id>.json`` (or ``file``), with the run's header first."""
     path = file or out / f"{run.run_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {**run.header(), **result}
-    path.write_text(json.dumps(document, indent=indent, default=str) + "\n")
+    path.write_text(json.dumps({**run.header(), **document}, indent=indent, default=str) + "\n")
     return path
 
 
-def default_report(result: dict[str, Any]) -> None:
+def default_report(result: Mapping[str, object]) -> None:
     """The result's Markdown table and its warnings on stdout."""
     if result.get("table"):
         print(f"\n{result['table']}\n")
-    for w in result.get("warnings", []):
+    warnings = result.get("warnings", [])
+    for w in warnings if isinstance(warnings, list) else []:
         print(f"WARNING: {w}")
 
 
 def execute(
     run: Run,
-    measure: Callable[[Run], dict[str, Any]],
+    measure: Callable[[Run], R],
     *,
     out: Path = RESULTS,
     file: Path | None = None,
     needs_root: str | None = None,
     pin: int | None = None,
     errors: tuple[type[BaseException], ...] = (),
-    environment: Callable[[], dict[str, Any]] = provenance.machine,
-    report: Callable[[dict[str, Any]], None] = default_report,
+    environment: Callable[[], Mapping[str, object]] = provenance.machine,
+    report: Callable[[R], None] = default_report,
     indent: int = 2,
 ) -> int:
     """The main of a benchmark: refuse to run without root when ``needs_root`` says why, tear
     down on signals, pin this process (and all it starts) to ``pin``, measure, then write the
     results file and print the report and the run id. Exceptions of ``errors`` (and BenchError)
-    are reported in one line and exit with 1."""
+    are reported in one line and exit with 1.
+
+    The results file holds ``measure``'s result, then ``environment()`` unless the result has
+    its own, then ``wall_s``: ``run.document`` once written (``wall_s`` also as
+    ``run.measured_s``). ``report`` is given the result."""
     name = Path(run.script).name
     if needs_root and os.geteuid() != 0:
         print(f"{name} needs root ({needs_root})", file=sys.stderr)
@@ -131,9 +147,11 @@ def execute(
     except caught as e:
         print(f"{name}: {e}", file=sys.stderr)
         return 1
-    result.setdefault("environment", environment())
-    result["wall_s"] = run.wall_s
-    path = write_results(run, result, out, indent, file)
+    run.document = dict(result)
+    run.document.setdefault("environment", environment())
+    run.measured_s = run.wall_s
+    run.document["wall_s"] = run.measured_s
+    path = write_results(run, run.document, out, indent, file)
     report(result)
-    print(f"run id {run.run_id}; results: {path}; wall time {result['wall_s']:.0f} s")
+    print(f"run id {run.run_id}; results: {path}; wall time {run.measured_s:.0f} s")
     return 0
