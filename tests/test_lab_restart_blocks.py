@@ -11,14 +11,13 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from conftest import GUARD_S, PERIOD_S, Blocks, block_packets
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.scenario import FORWARD, H2
 from srv6pm.lab.topology import Topology
 from srv6pm.node_manager.service.block_reads import NOT_RUNNING
 from srv6pm.proto.v1 import node_manager_pb2 as pb
-
-from conftest import GUARD_S, PERIOD_S, Blocks, block_packets
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 BASE_PORT = 56100  # this module's ports: 56100-56199
