@@ -2,7 +2,7 @@
 
 The rest of the controller speaks domain values (domain/state.py, srv6pm.common.srv6): this module
 alone turns them into protobuf messages and back. Enums are mapped by name (``Behaviour.END_X`` is
-``BEHAVIOUR_END_X``), which tests/test_contract_enums.py checks both ways.
+``BEHAVIOUR_END_X``), which controller/tests/test_contract_enums.py checks both ways.
 """
 
 from __future__ import annotations
