@@ -4,7 +4,6 @@ against (srv6pm.lab.servers; Kafka and InfluxDB installed by `make servers`, Pos
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import sqlalchemy
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from influxdb_client import InfluxDBClient, Point, WritePrecision
@@ -245,7 +245,6 @@ def test_postgres_runs_sql_in_a_database_it_creates_and_keeps_it_across_a_restar
 
 
 def test_postgres_url_is_one_sqlalchemy_connects_with(postgres: PostgresServer) -> None:
-    sqlalchemy = pytest.importorskip("sqlalchemy")
     postgres.create_database("controller")
     engine = sqlalchemy.create_engine(postgres.url("controller"))
     try:
@@ -317,7 +316,7 @@ def test_postgres_that_cannot_bind_says_why(postgres_dirs: list[Path]) -> None:
         assert not server.running
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="as root, PostgreSQL runs as the postgres user")
+@pytest.mark.root  # as root, PostgreSQL runs as the postgres user
 def test_postgres_in_a_workdir_its_user_cannot_reach_names_the_directory(
     postgres_dirs: list[Path],
 ) -> None:

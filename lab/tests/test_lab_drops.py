@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from srv6pm.lab import Lab
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
+pytestmark = pytest.mark.root
 
 R2 = "fcf0:12::2"  # r2's end of r1-r2: h1 -> r2 is forwarded by r1 out of r1-r2, no SRv6 needed
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from srv6pm.lab import Lab, LabError, Topology
 from srv6pm.lab.lab import NETNS_DIR
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
+pytestmark = pytest.mark.root
 
 NEIGHBOURS = [  # (node, address of a neighbour on a shared link)
     ("h1", "fd00:1::1"),

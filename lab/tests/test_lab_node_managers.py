@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import pytest
 from srv6pm.lab import Lab, LabError, Topology
 from srv6pm.lab.lab import NETNS_DIR
 
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
-    pytest.mark.skipif(
-        importlib.util.find_spec("srv6pm.node_manager") is None,
-        reason="srv6pm.node_manager is not installed",
-    ),
-]
+pytestmark = pytest.mark.root
 
 
 def _alive(pid: int) -> bool:
