@@ -33,16 +33,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import grpc
 from srv6pm.lab import Lab, LabError, Topology
 
 from bench.fwd.common import FRAME_BYTES, GEN_CORE, MAX_SIZE, MODES, ROLES, SIZES, TARGET
 from bench.fwd.groups import Group, configs
-from bench.fwd.measure import Generator, Meters, Sample, Timing, main_pass, stats_pass
+from bench.fwd.measure import Cost, Generator, Meters, Sample, Timing, main_pass, stats_pass
 from bench.fwd.r1 import R1, prepare_network
-from bench.fwd.summary import summarise, table, warnings
+from bench.fwd.summary import Row, summarise, table, warnings
 from bench.harness import generators, provenance
 from bench.harness.bpf import NetRxProbe
 from bench.harness.run import RESULTS, BenchError, Run, execute, progress
@@ -55,7 +55,29 @@ BASE_PORT = 52000
 LOCK = generators.BIN / "forwarding.lock"
 
 
-def environment() -> dict[str, Any]:
+class GroupInfo(TypedDict):
+    """A (role, N) group: its configurations and how long it took."""
+
+    role: str
+    n: int
+    configs: list[dict[str, object]]  # Config
+    frames_build_s: float
+    group_apply_s: float
+    wall_s: float
+
+
+class ForwardingResult(TypedDict):
+    settings: dict[str, object]  # the arguments, the frame sizes and the target
+    groups: list[GroupInfo]
+    samples: list[dict[str, object]]  # Sample
+    summary: list[Row]
+    ebpf_cost: list[Cost]
+    table: str
+    warnings: list[str]
+    environment: NotRequired[dict[str, object]]  # at the end, and the load at the start
+
+
+def environment() -> dict[str, object]:
     obj = provenance.ROOT / "node-manager/src/srv6pm/node_manager/bpf/monitor.o"
     return {
         **provenance.machine(),
@@ -170,13 +192,13 @@ def estimate_s(args: argparse.Namespace) -> float:
 
 def bench(
     args: argparse.Namespace, lab: Lab, pktgen: Path, probe_obj: Path, empty_obj: Path
-) -> dict[str, Any]:
+) -> ForwardingResult:
     """Every group, then the summary, the table and the warnings."""
     timing = Timing(args.rate, args.warmup, args.window, args.settle)
     samples: list[Sample] = []
-    costs: list[dict[str, Any]] = []
+    costs: list[Cost] = []
     groups: list[Group] = []
-    group_info: list[dict[str, Any]] = []
+    group_info: list[GroupInfo] = []
     with contextlib.ExitStack() as cleanup:
         r1 = R1(lab, empty_obj)
         # closed before lab.down() stops the node manager: a server that closes a connection first
@@ -233,7 +255,7 @@ def bench(
     }
 
 
-def run_lab(args: argparse.Namespace) -> dict[str, Any]:
+def run_lab(args: argparse.Namespace) -> ForwardingResult:
     """Up, measure, down (always, even on failure or a signal)."""
     pktgen = generators.pktgen()
     probe_obj, empty_obj = generators.bpf_object("softirq"), generators.bpf_object("empty")
@@ -246,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     run = Run("forwarding", "bench/forwarding.py")
 
-    def measure(_run: Run) -> dict[str, Any]:
+    def measure(_run: Run) -> ForwardingResult:
         progress(
             f"forwarding.py {run.run_id}: roles {args.roles}, N {args.sizes}, modes {args.modes},"
             f" {args.rounds} rounds + warm-up, {args.stats_rounds} bpf_stats rounds; about "

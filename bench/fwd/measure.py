@@ -8,7 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from srv6pm.lab import Lab
 
@@ -20,8 +20,31 @@ from bench.harness.bpf import NetRxProbe, bpf_stats, program_stats
 from bench.harness.meters import backlog_drops, cpu_times, process_cpu_s, wait_idle
 from bench.harness.pinning import taskset
 from bench.harness.run import BenchError, progress
-from bench.harness.stats import quartiles
+from bench.harness.stats import Quartiles, quartiles
 from bench.harness.topology import NetnsCounters
+
+
+class PktgenResult(TypedDict):
+    """What bench/pktgen.c prints when done."""
+
+    sent: int
+    errors: int
+    schedule_resets: int
+    elapsed_s: float
+    rate_pps: float
+    batch: int
+    frames: int
+    bytes: int
+
+
+class Cost(TypedDict):
+    """A monitored configuration's program, ns per run over the bpf_stats rounds."""
+
+    role: str
+    n: int
+    config: str
+    ns_per_run: Quartiles
+    samples: list[float]
 
 
 @dataclass(frozen=True)
@@ -129,11 +152,11 @@ class Generator:
         )
 
     @staticmethod
-    def result(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    def result(proc: subprocess.Popen[str]) -> PktgenResult:
         out, err = proc.communicate(timeout=60)
         if proc.returncode != 0:
             raise BenchError(f"pktgen failed: {err.strip()}")
-        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        result: PktgenResult = json.loads(out.strip().splitlines()[-1])
         return result
 
 
@@ -188,7 +211,7 @@ def sample(
     apply_settle_s: tuple[float, float],
     a: Snapshot,
     b: Snapshot,
-    gen: dict[str, Any],
+    gen: PktgenResult,
     received: int,
 ) -> Sample:
     wall = b.t - a.t
@@ -279,7 +302,7 @@ def program_cost(
 
 def stats_pass(
     lab: Lab, r1: R1, gen: Generator, timing: Timing, group: Group, rounds: int
-) -> list[dict[str, Any]]:
+) -> list[Cost]:
     """Each monitored configuration's program cost, interleaved like the main pass."""
     monitored = [c for c in group.configs if c.monitored]
     costs: dict[str, list[float]] = {c.name: [] for c in monitored}

@@ -4,23 +4,59 @@ and paired by round), the counting check, the target; as a table and warnings.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from bench.fwd.common import FRAME_BYTES, STATS_FIELDS, TARGET
 from bench.fwd.groups import Group
-from bench.fwd.measure import Sample
+from bench.fwd.measure import Cost, Sample
 from bench.harness.report import quartile_span, yes_no
-from bench.harness.stats import median, paired, quartiles
+from bench.harness.stats import Quartiles, median, paired, quartiles
+
+
+class Row(TypedDict):
+    """One (role, N, configuration) of the summary."""
+
+    role: str
+    n: int
+    config: str
+    baseline: str
+    frames: str
+    frame_bytes: int
+    monitored: bool
+    rounds: int
+    offered_pps: float
+    forwarded_pps: float
+    loss: float
+    loss_max: float
+    backlog_drops: int
+    gen_schedule_resets: float
+    node_manager_cpu: float
+    apply_s: float
+    settle_s: float
+    busy: Quartiles
+    capacity_pps: Quartiles
+    capacity_ratio: float
+    capacity_ratio_paired: Quartiles
+    net_rx_ns_per_pkt: Quartiles
+    net_rx_ratio: float
+    net_rx_ratio_paired: Quartiles
+    net_rx_added_ns_paired: Quartiles
+    ebpf_ns_per_run: Quartiles | None
+    stats: dict[str, int]
+    counted_over_received: float | None
+    counting_ok_rounds: int
+    meets_target: bool | None
+    meets_target_net_rx: bool | None
 
 
 def summarise(
-    groups: Sequence[Group], samples: Sequence[Sample], costs: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+    groups: Sequence[Group], samples: Sequence[Sample], costs: Sequence[Cost]
+) -> list[Row]:
     """Per (role, N, configuration): medians and spread; capacity and NET_RX ratios to the
     plain configuration with the same frames (of the medians, and the median of per-round
     ratios, which cancels drift between rounds); the counters' check; the target."""
     cost = {(c["role"], c["n"], c["config"]): c["ns_per_run"] for c in costs}
-    rows = []
+    rows: list[Row] = []
     for g in groups:
         by_cfg = {
             c.name: [s for s in samples if (s.role, s.n, s.config) == (g.role, g.n, c.name)]
@@ -91,7 +127,7 @@ def summarise(
     return rows
 
 
-def counting_cell(r: dict[str, Any]) -> str:
+def counting_cell(r: Row) -> str:
     """Monitored flows: did the counters count every packet? Otherwise: did no program of the
     node manager see any (plain forwarding really is plain)?"""
     rounds, ok = r["rounds"], r["counting_ok_rounds"]
@@ -103,7 +139,7 @@ def counting_cell(r: dict[str, Any]) -> str:
     return f"**NO** ({ok}/{rounds} rounds ok; {ratio_text}{odd})"
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
+def table(rows: Sequence[Row]) -> str:
     """The figures as a Markdown table (pasted into docs/BENCHMARKS.md)."""
     lines = [
         "| role | N | config | frame B | offered kpps | forwarded kpps | loss | r1 core busy "
@@ -133,7 +169,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def warnings(rows: Sequence[dict[str, Any]], rate: int) -> list[str]:
+def warnings(rows: Sequence[Row], rate: int) -> list[str]:
     out = []
     for r in rows:
         where = f"{r['role']} N={r['n']} {r['config']}"

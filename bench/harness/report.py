@@ -6,6 +6,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from bench.harness.stats import Quartiles, Summary
+
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table."""
@@ -14,17 +16,17 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def quartile_span(q: dict[str, float], scale: float = 1.0, fmt: str = ".3f") -> str:
+def quartile_span(q: Quartiles, scale: float = 1.0, fmt: str = ".3f") -> str:
     """``median (q1-q3)`` of a stats.quartiles() result."""
     return f"{q['median'] / scale:{fmt}} ({q['q1'] / scale:{fmt}}-{q['q3'] / scale:{fmt}})"
 
 
-def summary_span(s: dict[str, float] | None, scale: float = 1.0, digits: int = 0) -> str:
+def summary_span(s: Summary | None, scale: float = 1.0, digits: int = 0) -> str:
     """``median (min-max)`` of a stats.summary() result, thousands separated; "-" for None."""
     if s is None:
         return "-"
     f = f"{{:,.{digits}f}}"
-    median, low, high = (f.format(s[k] * scale) for k in ("median", "min", "max"))
+    median, low, high = (f.format(v * scale) for v in (s["median"], s["min"], s["max"]))
     return f"{median} ({low}-{high})"
 
 

@@ -6,11 +6,26 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 T = TypeVar("T")
 
 PercentileMethod = Literal["nearest-rank", "lower", "floor"]
+
+
+class Quartiles(TypedDict):
+    min: float
+    q1: float
+    median: float
+    q3: float
+    max: float
+
+
+class Summary(TypedDict):
+    median: float
+    min: float
+    max: float
+    n: int
 
 
 def median(values: Sequence[float]) -> float:
@@ -18,14 +33,14 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def quartiles(values: Sequence[float]) -> dict[str, float]:
+def quartiles(values: Sequence[float]) -> Quartiles:
     """min, q1, median, q3, max (statistics.quantiles' default, exclusive, method)."""
     v = sorted(values)
     q1, q2, q3 = statistics.quantiles(v, n=4) if len(v) > 1 else (v[0], v[0], v[0])
     return {"min": v[0], "q1": q1, "median": q2, "q3": q3, "max": v[-1]}
 
 
-def summary(values: Iterable[float | None]) -> dict[str, float] | None:
+def summary(values: Iterable[float | None]) -> Summary | None:
     """median, min, max and n of the values that are not None; None when there is none."""
     v = [x for x in values if x is not None]
     if not v:
