@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -382,9 +383,13 @@ def test_thresholds_are_evaluated_on_the_blocks_influxdb_holds(lab, services):
     lab.ok("PUT", "/v1/sessions/s2/threshold", {"loss_ratio_max": 0.5})
     services.thresholds.evaluate()
     s1 = lab.ok("GET", "/v1/sessions/s1/threshold")
-    # the last 3 blocks lose 0, 1 and 2 of 100 forward: 0.02 > 0.015
+    # the last 3 blocks lose 0, 1 and 2 of 100 forward: 0.02 > 0.015, in the block named
+    (worst,) = [b for b in BLOCKS[-3:] if forward_lost(b) == 2]
+    at = datetime.fromtimestamp(worst * PERIOD_NS // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert s1["state"] == "violated"
-    assert "forward loss ratio 0.02 > 0.015" in s1["detail"]
+    assert s1["detail"] == (
+        f"forward loss ratio 0.02 > 0.015 in the block at {at} (worst of the last 3 blocks)"
+    )
     assert s1["since"] is not None
     s2 = lab.ok("GET", "/v1/sessions/s2/threshold")
     assert (s2["state"], s2["detail"]) == ("ok", "")

@@ -43,6 +43,20 @@ def test_a_direction_whose_worst_block_lost_more_than_the_ratio_violates():
     assert violations(Objective(loss_ratio_max=0.0), {"loss": [loss("forward", None)]}) == []
 
 
+def test_the_worst_block_is_named_by_its_start_when_influxdb_gives_it():
+    at = 1_764_088_400 * 10**9  # 2025-11-25T16:33:20Z
+    rows = {
+        "loss": [{**loss("forward", 0.5), "time": at}],
+        "delay": [{**delay(9.0), "time": at + 5 * 10**8}],
+    }
+    assert violations(Objective(loss_ratio_max=0.1, delay_p99_max_ms=1.0), rows) == [
+        "forward loss ratio 0.5 > 0.1 in the block at 2025-11-25T16:33:20Z "
+        "(worst of the last 6 blocks)",
+        "two-way p99 9.000 ms > 1 ms in the block at 2025-11-25T16:33:20.5Z "
+        "(worst of the last 6 blocks)",
+    ]
+
+
 def test_a_two_way_p99_above_the_limit_violates():
     rows = {"delay": [delay(2.5000001), delay(None)]}
     assert violations(Objective(delay_p99_max_ms=2.5, window_blocks=3), rows) == [

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from srv6pm.common.influxql import escape_string
@@ -166,7 +167,7 @@ def violations(
     objective: Objective, results: Mapping[Kind, Sequence[Mapping[str, Any]]]
 ) -> list[str]:
     """Why the queries' rows (each query's points, tags included, by kind) break the objective;
-    empty: they do not."""
+    empty: they do not. A row's ``time`` (ns, as read with ``epoch=ns``) names the worst block."""
     found = []
     for kind in KINDS:
         maximum = objective.maximum(kind)
@@ -181,8 +182,20 @@ def violations(
 
 def _why(kind: Kind, row: Mapping[str, Any], value: float, maximum: float, window: int) -> str:
     last = f"the last {window} blocks"
+    at = _block_at(row.get("time"))
     if kind == "loss":
-        return f"{row.get('direction', '')} loss ratio {value:.4g} > {maximum:g} (worst of {last})"
+        direction = row.get("direction", "")
+        return f"{direction} loss ratio {value:.4g} > {maximum:g}{at} (worst of {last})"
     if kind == "delay":
-        return f"two-way p99 {value:.3f} ms > {maximum:g} ms (worst of {last})"
+        return f"two-way p99 {value:.3f} ms > {maximum:g} ms{at} (worst of {last})"
     return f"{int(value)} blocks not measured > {maximum:g} (last {window})"
+
+
+def _block_at(time_ns: object) -> str:
+    # max() is a selector: InfluxDB gives the worst point's own time, the start of its block.
+    if not isinstance(time_ns, int) or time_ns <= 0:
+        return ""
+    seconds, rest = divmod(time_ns, 10**9)
+    when = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = f".{rest:09d}".rstrip("0") if rest else ""
+    return f" in the block at {when}{fraction}Z"
