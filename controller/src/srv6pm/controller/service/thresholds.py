@@ -35,14 +35,14 @@ class Threshold:
     detail: str = ""  # why it is violated
 
 
-def objective_of(row: ThresholdRow) -> Objective:
+def _objective_of(row: ThresholdRow) -> Objective:
     return Objective(
         row.loss_ratio_max, row.delay_p99_max_ms, row.invalid_blocks_max, row.window_blocks
     )
 
 
 def _threshold(row: ThresholdRow) -> Threshold:
-    return Threshold(row.session, objective_of(row), row.state, row.since, row.detail)
+    return Threshold(row.session, _objective_of(row), row.state, row.since, row.detail)
 
 
 class ThresholdService:
@@ -140,4 +140,4 @@ class ThresholdService:
 
 
 def _audited(row: ThresholdRow) -> dict[str, Any]:
-    return asdict(objective_of(row))
+    return asdict(_objective_of(row))
