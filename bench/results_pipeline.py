@@ -46,7 +46,7 @@ import json
 import os
 import tempfile
 import time
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import confluent_kafka
 from google.protobuf import __version__ as protobuf_version
@@ -58,20 +58,59 @@ from bench.harness import provenance
 from bench.harness.report import markdown_table
 from bench.harness.report import summary_span as fmt
 from bench.harness.run import Run, execute, log
-from bench.pipeline.breakdown import breakdown, py_spy_profile
+from bench.pipeline.breakdown import Breakdown, Profile, Skipped, breakdown, py_spy_profile
 from bench.pipeline.common import PERIOD_NS, TELEGRAF_VERSION
-from bench.pipeline.journal import journal_child, journal_phase
-from bench.pipeline.latency import latency
+from bench.pipeline.journal import JournalPhase, journal_child, journal_phase
+from bench.pipeline.latency import LatencyResult, latency
 from bench.pipeline.servers import servers_idle, telegraf_binary
-from bench.pipeline.throughput import throughput, throughput_summary
+from bench.pipeline.throughput import Round, ThroughputSummary, throughput, throughput_summary
 from bench.pipeline.workload import Mix, build_workload
+
+
+class MixInfo(TypedDict):
+    nodes: int
+    sessions_per_node: int
+    flows_per_node: int
+    records_per_block: int
+    period_s: float
+
+
+class WorkloadInfo(TypedDict):
+    records: int
+    points: int
+    points_per_measurement: dict[str, int]
+    blocks: int
+    record_bytes_mean: float
+    line_message_bytes_mean: float
+    build_s: float
+
+
+class Throughput(TypedDict):
+    rounds: list[Round]
+    summary: dict[str, ThroughputSummary]  # per collector
+
+
+class PipelineResult(TypedDict):
+    """The phases asked for, each under its name."""
+
+    started: str
+    settings: dict[str, object]  # the arguments
+    mix: MixInfo
+    environment: dict[str, object]
+    journal: NotRequired[JournalPhase]
+    workload: NotRequired[WorkloadInfo]
+    servers_idle: NotRequired[dict[str, float]]  # cores busy with no client
+    throughput: NotRequired[Throughput]
+    latency: NotRequired[LatencyResult]
+    breakdown: NotRequired[Breakdown]
+    profile: NotRequired[Profile | Skipped]
 
 
 def table(header: list[str], rows: list[list[str]]) -> None:
     print(markdown_table(header, rows))
 
 
-def report(result: dict[str, Any]) -> None:
+def report(result: PipelineResult) -> None:
     """The figures as Markdown tables: median (min-max) over rounds."""
     if "journal" in result:
         print("\nJournal, per record")
@@ -131,13 +170,16 @@ def report(result: dict[str, Any]) -> None:
         )
     if "latency" in result:
         lat = result["latency"]
-        vis = lat["visible_s"] or {}
+        vis = lat["visible_s"]
         age = lat["collector_record_age"]
         print(
             f"\nLatency: {lat['produced']['rate']:,.0f} records/s for "
             f"{lat['produced']['seconds']:.1f} s, {lat['samples_seen']} of {lat['samples']} "
             "samples seen; creation to visible p50/p90/p99/max "
-            + "/".join(f"{vis[k]:.3f}" for k in ("p50", "p90", "p99", "max") if k in vis)
+            + "/".join(
+                f"{v:.3f}"
+                for v in ((vis["p50"], vis["p90"], vis["p99"], vis["max"]) if vis else ())
+            )
             + f" s; collector record age p50 {age['p50']}, p99 {age['p99']}"
         )
     if "breakdown" in result:
@@ -147,14 +189,15 @@ def report(result: dict[str, Any]) -> None:
             + ", ".join(f"{k} {v:.2f}" for k, v in b["us_per_point"].items())
             + f"; single thread {b['single_thread_points_per_s']:,.0f} points/s"
         )
-    if "profile" in result and "pipeline_share" in result["profile"]:
+    profile = result.get("profile")
+    if profile is not None and "pipeline_share" in profile:
         print(
             "\npy-spy, pipeline thread: "
-            + ", ".join(f"{k} {v:.0%}" for k, v in result["profile"]["pipeline_share"].items())
+            + ", ".join(f"{k} {v:.0%}" for k, v in profile["pipeline_share"].items())
         )
 
 
-def environment() -> dict[str, Any]:
+def environment() -> dict[str, object]:
     return {
         **provenance.machine(),
         "protobuf": f"{protobuf_version} ({api_implementation.Type()})",
@@ -247,10 +290,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def measure(args: argparse.Namespace, run: Run) -> dict[str, Any]:
+def measure(args: argparse.Namespace, run: Run) -> PipelineResult:
     """The phases asked for, servers started once for all that need them."""
     mix = Mix(args.nodes, args.sessions, args.flows)
-    result: dict[str, Any] = {
+    result: PipelineResult = {
         "started": run.run_id.removeprefix(f"{run.bench}-"),
         "settings": {k: v for k, v in vars(args).items() if k != "journal_child"},
         "mix": {
@@ -314,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     run = Run("results-pipeline", "bench/results_pipeline.py")
 
-    def report_and_log(result: dict[str, Any]) -> None:
+    def report_and_log(result: PipelineResult) -> None:
         report(result)
         log(f"written {run.run_id} ({run.measured_s:.0f} s)")
 

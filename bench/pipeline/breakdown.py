@@ -3,13 +3,14 @@ a real collector process."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, final
 
 from confluent_kafka import Message
 from srv6pm.collector.adapters.influx import InfluxSink
@@ -33,14 +34,44 @@ from bench.pipeline.servers import Influx, collector_settings, delete_topics, pr
 from bench.pipeline.workload import Workload
 
 
+class Breakdown(TypedDict):
+    """A collector's stages, each timed alone in one thread."""
+
+    records: int
+    points: int
+    stages_s: dict[str, float]
+    us_per_point: dict[str, float]
+    total_s: float
+    single_thread_points_per_s: float
+    influxd_cpu_s_during_writes: float
+    group_join_and_first_fetch_s: float
+    first_batch_records: int
+    commits: int
+
+
+@final  # no other keys: "pipeline_share" in a result tells a Profile from it
+class Skipped(TypedDict):
+    skipped: str  # why
+
+
+@final
+class Profile(TypedDict):
+    """py-spy's samples of a collector: per thread, and the pipeline thread's by stage."""
+
+    samples_per_thread: dict[str, int]
+    pipeline_samples: int
+    pipeline_share: dict[str, float]
+    pipeline_top_leaves: list[list[str | float]]  # [function, share]
+    raw: str  # py-spy's output
+
+
 def breakdown(
-    kafka: KafkaServer, influx_server: InfluxServer, workload: Workload, args: Any
-) -> dict[str, Any]:
+    kafka: KafkaServer, influx_server: InfluxServer, workload: Workload, args: argparse.Namespace
+) -> Breakdown:
     """The collector's steps on the workload, each timed alone in this one thread: what a
     single-threaded collector could reach if nothing else ran, and which step dominates."""
     influx = Influx(influx_server)
     n = len(workload.values)
-    out: dict[str, Any] = {"records": n, "points": workload.points}
     tag = f"breakdown-{os.getpid()}"
     topic, db = f"bench.{tag}", f"bench_{tag.replace('-', '_')}"
     kafka.create_topic(topic, PARTITIONS)
@@ -111,7 +142,9 @@ def breakdown(
         "kafka_commit": commit_s,
     }
     total = sum(stages.values())
-    out |= {
+    return {
+        "records": n,
+        "points": workload.points,
         "stages_s": stages,
         "us_per_point": {k: v / workload.points * 1e6 for k, v in stages.items()},
         "total_s": total,
@@ -121,12 +154,15 @@ def breakdown(
         "first_batch_records": first_batch,
         "commits": commits,
     }
-    return out
 
 
 def py_spy_profile(
-    kafka: KafkaServer, influx_server: InfluxServer, workload: Workload, work: Path, args: Any
-) -> dict[str, Any]:
+    kafka: KafkaServer,
+    influx_server: InfluxServer,
+    workload: Workload,
+    work: Path,
+    args: argparse.Namespace,
+) -> Profile | Skipped:
     """One extra ingest (not a figure) with py-spy sampling the collector's every thread,
     summarised by the collector's own functions and by leaf functions."""
     py_spy = shutil.which("py-spy")
@@ -191,7 +227,7 @@ PY_SPY_STAGES = (
 )
 
 
-def summarise_py_spy(raw: Path) -> dict[str, Any]:
+def summarise_py_spy(raw: Path) -> Profile | Skipped:
     """Collapsed stacks ("thread;frame;...;frame count", root first) to samples per thread and,
     for the pipeline thread, the share of its samples in each stage. py-spy samples a thread
     only while it runs Python or holds the GIL; librdkafka's own threads are not seen."""

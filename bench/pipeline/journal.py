@@ -3,17 +3,19 @@ the node's path, synchronous FULL against NORMAL, fsyncs per commit under strace
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from srv6pm.node_manager.adapters import records
 from srv6pm.node_manager.adapters.journal import Entry, Journal, Kind
@@ -24,7 +26,7 @@ from srv6pm.twamp.results import DirectionLoss, LossResult
 
 from bench.harness.meters import wait_quiet
 from bench.harness.run import BenchError, log
-from bench.harness.stats import percentile, summary
+from bench.harness.stats import Summary, percentile, summary
 from bench.pipeline.common import (
     PERIOD_NS,
     SINGLE_COMMITS,
@@ -32,6 +34,90 @@ from bench.pipeline.common import (
 
 SCRIPT = Path(__file__).resolve().parents[1] / "results_pipeline.py"  # --journal-child
 MARK_BEGIN, MARK_END = "fsyncs-counted-from-here", "fsyncs-counted-to-here"
+
+
+class EntriesTiming(TypedDict):
+    """Pre-built entries appended to a journal: the journal's own cost."""
+
+    append_s: float
+    total_s: float
+    commit_s: float
+    commits: int
+    mean_batch: float | None
+    dropped: int
+
+
+class NodeTiming(TypedDict):
+    """The node's path: ResultsService builds and appends, then the journal is flushed."""
+
+    build_and_append_s: float
+    flush_s: float
+    total_s: float
+    commit_s: float
+    commits: int
+    mean_batch: float | None
+    dropped: int
+    appended: int
+
+
+class SingleCommits(TypedDict):
+    """One record per commit, as at rest."""
+
+    commits: int
+    p50_ms: float
+    p99_ms: float
+
+
+class JournalRun(TypedDict):
+    synchronous: str
+    records: int
+    build_s: float
+    entries: EntriesTiming
+    node: NodeTiming
+    single: SingleCommits
+    round: NotRequired[int]  # a timed run's round (not the warm-up's)
+
+
+class ChildInfo(TypedDict):
+    """What --journal-child prints."""
+
+    commits: int
+    batch_sizes: list[int]
+
+
+class Skipped(TypedDict):
+    skipped: str  # why
+
+
+class Fsyncs(TypedDict):
+    records: int
+    commits: int
+    fsyncs: dict[str, int]  # per file
+    fsyncs_per_commit: float | None
+    note: str
+
+
+class JournalSummary(TypedDict):
+    """One `synchronous` setting over the rounds."""
+
+    build_us_per_record: Summary | None
+    entries_us_per_record: Summary | None
+    entries_commit_us_per_record: Summary | None
+    entries_commits: Summary | None
+    node_records_per_s: Summary | None
+    node_us_per_record: Summary | None
+    node_flush_s: Summary | None
+    node_commits: Summary | None
+    node_commit_us_per_record: Summary | None
+    single_commit_p50_ms: Summary | None
+    single_commit_p99_ms: Summary | None
+
+
+class JournalPhase(TypedDict):
+    runs: list[JournalRun]
+    fsyncs: Fsyncs | Skipped
+    filesystem: list[str]  # df -T of the journals' directory
+    summary: dict[str, JournalSummary]  # per `synchronous` setting
 
 
 class CountingJournal(Journal):
@@ -45,13 +131,13 @@ class CountingJournal(Journal):
         self.batch_sizes: list[int] = []
         super().__init__(path, retention_s=7 * 24 * 3600, max_bytes=1 << 30)
 
-    def _connect(self) -> Any:
+    def _connect(self) -> sqlite3.Connection:
         db = super()._connect()
         if self.synchronous != "FULL":
             db.execute(f"PRAGMA synchronous={self.synchronous}")
         return db
 
-    def _commit(self, db: Any, items: Any) -> bool:
+    def _commit(self, db: sqlite3.Connection, items: list[Entry | list[int]]) -> bool:
         t = time.perf_counter()
         ok = super()._commit(db, items)
         self.commit_s += time.perf_counter() - t
@@ -60,8 +146,12 @@ class CountingJournal(Journal):
         return ok
 
 
-class DroppingJournal:
-    """Takes entries and keeps nothing: what building the records alone costs."""
+class DroppingJournal(Journal):
+    """Takes entries and keeps nothing: what building the records alone costs. There is no
+    database behind it: append() is all it does."""
+
+    def __init__(self) -> None:  # not Journal's, which opens the database and its writer
+        pass
 
     def append(self, entries: Iterable[Entry]) -> None:
         for _ in entries:
@@ -102,19 +192,18 @@ def session_specs(sessions: int) -> list[SenderSession]:
 
 def journal_once(
     directory: Path, synchronous: str, results: list[tuple[int, LossResult]], sessions: int
-) -> dict[str, Any]:
+) -> JournalRun:
     """Three timings on fresh journals in `directory`: building only, journaling pre-built
     entries, and the node's path (build + append, then flush)."""
     n = len(results)
     specs = session_specs(sessions)
-    out: dict[str, Any] = {"synchronous": synchronous, "records": n}
 
-    dropping = ResultsService(DroppingJournal(), "r01", PERIOD_NS)  # type: ignore[arg-type]
+    dropping = ResultsService(DroppingJournal(), "r01", PERIOD_NS)
     sinks = [dropping.session(s) for s in specs]
     t = time.perf_counter()
     for s, r in results:
         sinks[s].add_loss(r)
-    out["build_s"] = time.perf_counter() - t
+    build_s = time.perf_counter() - t
 
     # The same records as entries, built beforehand: the journal's own cost.
     labels = [records.labels(spec) for spec in specs]
@@ -133,7 +222,7 @@ def journal_once(
     appended = time.perf_counter() - t
     if not journal.flush(600):
         raise BenchError("journal flush timed out")
-    out["entries"] = {
+    entries_timing: EntriesTiming = {
         "append_s": appended,
         "total_s": time.perf_counter() - t,
         "commit_s": journal.commit_s,
@@ -154,7 +243,7 @@ def journal_once(
     if not journal.flush(600):
         raise BenchError("journal flush timed out")
     flushed = time.perf_counter() - t2
-    out["node"] = {
+    node: NodeTiming = {
         "build_and_append_s": appended,
         "flush_s": flushed,
         "total_s": appended + flushed,
@@ -172,16 +261,23 @@ def journal_once(
         journal.append([e])
         journal.flush(60)
         waits.append(time.perf_counter() - t)
-    out["single"] = {
+    single: SingleCommits = {
         "commits": len(waits),
         "p50_ms": percentile(waits, 50) * 1e3,
         "p99_ms": percentile(waits, 99) * 1e3,
     }
     journal.close()
-    return out
+    return {
+        "synchronous": synchronous,
+        "records": n,
+        "build_s": build_s,
+        "entries": entries_timing,
+        "node": node,
+        "single": single,
+    }
 
 
-def count_fsyncs(directory: Path, n: int, sessions: int) -> dict[str, Any]:
+def count_fsyncs(directory: Path, n: int, sessions: int) -> Fsyncs | Skipped:
     """The node's path once under strace: fsync/fdatasync calls per file, per writer commit."""
     strace = shutil.which("strace")
     if strace is None:
@@ -212,7 +308,7 @@ def count_fsyncs(directory: Path, n: int, sessions: int) -> dict[str, Any]:
     )
     if child.returncode != 0:
         return {"skipped": f"strace run failed: {child.stderr[-500:]}"}
-    info = json.loads(child.stdout.strip().splitlines()[-1])
+    info: ChildInfo = json.loads(child.stdout.strip().splitlines()[-1])
     per_file: dict[str, int] = {}
     counting = False
     for line in trace.read_text().splitlines():
@@ -251,13 +347,14 @@ def journal_child(n: int, sessions: int, directory: Path) -> None:
     journal.flush(600)
     _mark(directory / MARK_END)
     journal.close()
-    print(json.dumps({"commits": journal.commits, "batch_sizes": journal.batch_sizes}))
+    info: ChildInfo = {"commits": journal.commits, "batch_sizes": journal.batch_sizes}
+    print(json.dumps(info))
 
 
-def journal_phase(args: Any) -> dict[str, Any]:
+def journal_phase(args: argparse.Namespace) -> JournalPhase:
     results = loss_results(args.journal_records, args.journal_sessions)
     parent = Path(args.journal_dir) if args.journal_dir else None
-    runs = []
+    runs: list[JournalRun] = []
     with tempfile.TemporaryDirectory(prefix="srv6pm-bench-journal-", dir=parent) as tmp:
         directory = Path(tmp)
         # Untimed, so the first timed variant does not pay for warming up the code paths.
@@ -294,8 +391,8 @@ def journal_phase(args: Any) -> dict[str, Any]:
     }
 
 
-def journal_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def journal_summary(runs: list[JournalRun]) -> dict[str, JournalSummary]:
+    out: dict[str, JournalSummary] = {}
     for synchronous in ("FULL", "NORMAL"):
         rs = [r for r in runs if r["synchronous"] == synchronous]
         if not rs:

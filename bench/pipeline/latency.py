@@ -3,6 +3,7 @@ polled in InfluxDB until visible; the collector's own record-age histogram."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import confluent_kafka
 from confluent_kafka import Producer
@@ -25,7 +26,7 @@ from srv6pm.lab.servers import (
 from bench.harness.meters import busy_cores, machine_times
 from bench.harness.meters import process_cpu_s as cpu_s
 from bench.harness.run import BenchError
-from bench.harness.stats import percentile, summary
+from bench.harness.stats import Summary, percentile, summary
 from bench.pipeline.common import (
     NODE_PRODUCER,
     PARTITIONS,
@@ -36,9 +37,64 @@ from bench.pipeline.servers import (
     collector_settings,
     delete_topics,
     final_metrics,
+    histogram,
     write_failure,
 )
 from bench.pipeline.workload import Generated, Mix, Sample, generate
+
+
+class Seen(TypedDict):
+    """A sampled record once its point was found: visible within upper_ns of its creation,
+    not before lower_ns."""
+
+    created_ns: int
+    upper_ns: int
+    lower_ns: int
+
+
+class Produced(TypedDict):
+    records: int
+    seconds: float
+    rate: float  # records/s achieved
+
+
+class Visible(TypedDict):
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class VisibleLowerBound(TypedDict):
+    p50: float
+    p99: float
+
+
+class RecordAge(TypedDict):
+    """The collector's record-age histogram."""
+
+    buckets: dict[str, float]
+    p50: str
+    p99: str
+    count: float
+    scraped: bool
+
+
+class LatencyResult(TypedDict):
+    rate: float
+    seconds: float
+    produced: Produced
+    samples: int
+    samples_seen: int
+    samples_never_seen: int
+    visible_s: Visible | None
+    visible_lower_bound_s: VisibleLowerBound | None
+    poll_cycle_s: Summary | None
+    collector_record_age: RecordAge
+    collector_batch_seconds: dict[str, float] | None
+    cpu_s: dict[str, float]
+    machine_busy_cores: float
+    seen: list[Seen]
 
 
 @dataclass
@@ -55,7 +111,7 @@ class VisibilityPoller:
         self.influx, self.db, self.interval_s = influx, db, interval_s
         self.pending: list[Pending] = []
         self.lock = threading.Lock()
-        self.seen: list[dict[str, int]] = []
+        self.seen: list[Seen] = []
         self.cycle_s: list[float] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -106,7 +162,7 @@ def produce_paced(
     on_sample: Callable[[Sample, int], None] | None,
     sample_every: int,
     stamp: bool = True,
-) -> dict[str, Any]:
+) -> Produced:
     """`rate` records/s on an absolute schedule (a few records every ~2 ms), each stamped with
     created_unix_ns just before it is handed to the producer (0 without `stamp`: the collector
     then leaves the record out of its age histogram)."""
@@ -149,8 +205,8 @@ def histogram_quantile(buckets: dict[str, float], q: float) -> str:
 
 
 def latency(
-    kafka: KafkaServer, influx_server: InfluxServer, mix: Mix, work: Path, args: Any
-) -> dict[str, Any]:
+    kafka: KafkaServer, influx_server: InfluxServer, mix: Mix, work: Path, args: argparse.Namespace
+) -> LatencyResult:
     influx = Influx(influx_server)
     tag = f"latency-{os.getpid()}"
     topic, db = f"bench.{tag}", f"bench_{tag.replace('-', '_')}"
@@ -172,7 +228,6 @@ def latency(
     collector = CollectorProcess(work / f"collector-{topic}", settings)
     poller = VisibilityPoller(influx, db, args.poll_s)
     producer = Producer({"bootstrap.servers": kafka.bootstrap, **NODE_PRODUCER})
-    out: dict[str, Any] = {"rate": args.latency_rate, "seconds": args.latency_seconds}
     try:
         with collector:
             deadline = time.monotonic() + 30
@@ -230,10 +285,12 @@ def latency(
         delete_topics(kafka, [topic, f"{topic}.dlq"])
     # The warm-up's records have no creation time: the collector left them out of the
     # histogram, which holds the measured records only.
-    buckets = (after or {}).get("srv6pm_collector_record_age_seconds_bucket", {})
+    buckets = histogram(after, "srv6pm_collector_record_age_seconds_bucket") or {}
     upper = [s["upper_ns"] / 1e9 for s in poller.seen]
     lower = [s["lower_ns"] / 1e9 for s in poller.seen]
-    out |= {
+    return {
+        "rate": args.latency_rate,
+        "seconds": args.latency_seconds,
         "produced": produced,
         "samples": len(poller.seen) + len(poller.pending),
         "samples_seen": len(poller.seen),
@@ -257,9 +314,8 @@ def latency(
             "count": buckets.get("+Inf", 0),
             "scraped": after is not None,
         },
-        "collector_batch_seconds": (after or {}).get("srv6pm_collector_batch_seconds_bucket"),
+        "collector_batch_seconds": histogram(after, "srv6pm_collector_batch_seconds_bucket"),
         "cpu_s": {k: (cpu1[k] or 0) - (v or 0) for k, v in cpu0.items()},
         "machine_busy_cores": busy_cores(machine0, machine1),
         "seen": poller.seen,
     }
-    return out

@@ -3,6 +3,7 @@ process, and Telegraf)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import http.client
 import json
@@ -12,7 +13,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import confluent_kafka
 from confluent_kafka import Producer
@@ -36,6 +37,26 @@ from bench.pipeline.common import (
     RETENTION_POLICY,
     TELEGRAF_VERSION,
 )
+
+# A cell of an InfluxQL result (a JSON value).
+Cell = str | int | float | bool | None
+
+# The collector's /metrics: plain values, and histograms as {le: cumulative count}.
+Metrics = dict[str, float | dict[str, float]]
+
+
+class Series(TypedDict, total=False):
+    name: str
+    columns: list[str]
+    values: list[list[Cell]]
+
+
+class StatementResult(TypedDict, total=False):
+    """One statement's result in InfluxDB's /query answer."""
+
+    statement_id: int
+    series: list[Series]
+    error: str
 
 
 class Influx:
@@ -87,10 +108,11 @@ class Influx:
         """Points InfluxDB's HTTP service has accepted since it started (all databases)."""
         return self.http_stats().get("pointsWrittenOK", 0)
 
-    def statements(self, statements: list[str], db: str) -> list[dict[str, Any]]:
+    def statements(self, statements: list[str], db: str) -> list[StatementResult]:
         """The results of several statements in one request, in order."""
         body = urllib.parse.urlencode({"q": ";".join(statements), "db": db})
-        results: list[dict[str, Any]] = json.loads(self._request("POST", "/query", body))["results"]
+        answer = json.loads(self._request("POST", "/query", body))
+        results: list[StatementResult] = answer["results"]
         for r in results:
             if "error" in r:
                 raise BenchError(f"InfluxQL: {r['error']}")
@@ -103,7 +125,10 @@ class Influx:
         out = {}
         for name, r in zip(names, results, strict=True):
             series = r.get("series") or []
-            out[name] = int(series[0]["values"][0][1]) if series else 0
+            count = series[0]["values"][0][1] if series else 0
+            if not isinstance(count, int):
+                raise BenchError(f"InfluxQL count of {name}: {count!r}")
+            out[name] = count
         return out
 
     def create_database(self, db: str) -> None:
@@ -189,7 +214,12 @@ class TelegrafProcess(_Server):
 
 
 def telegraf_config(
-    kafka: KafkaServer, influx: InfluxServer, topic: str, group: str, db: str, args: Any
+    kafka: KafkaServer,
+    influx: InfluxServer,
+    topic: str,
+    group: str,
+    db: str,
+    args: argparse.Namespace,
 ) -> str:
     """The settings INFRA.md found Telegraf needs here, the rest as a user tuning it for
     throughput would set them (each says why)."""
@@ -244,7 +274,7 @@ def collector_settings(
     return settings
 
 
-def collector_metrics(collector: CollectorProcess, timeout_s: float) -> dict[str, Any] | None:
+def collector_metrics(collector: CollectorProcess, timeout_s: float) -> Metrics | None:
     """The collector's /metrics: plain values and histograms ({le: cumulative count}); None
     when it does not answer in time (see final_metrics)."""
     conn = http.client.HTTPConnection("127.0.0.1", collector.http_port, timeout=timeout_s)
@@ -259,21 +289,30 @@ def collector_metrics(collector: CollectorProcess, timeout_s: float) -> dict[str
         conn.close()
     if reply.status != 200:
         raise BenchError(f"collector /metrics: HTTP {reply.status}")
-    out: dict[str, Any] = {}
+    out: Metrics = {}
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if k != "le")
             name = s.name + (f"{{{labels}}}" if labels else "")
             if s.name.endswith("_bucket"):
-                out.setdefault(name, {})[s.labels["le"]] = s.value
+                buckets = out.get(name)
+                if not isinstance(buckets, dict):
+                    buckets = out[name] = {}
+                buckets[s.labels["le"]] = s.value
             else:
                 out[name] = s.value
     return out
 
 
+def histogram(metrics: Metrics | None, name: str) -> dict[str, float] | None:
+    """A histogram of collector_metrics(), None if there is none of that name."""
+    buckets = (metrics or {}).get(name)
+    return buckets if isinstance(buckets, dict) else None
+
+
 def final_metrics(
     collector: CollectorProcess, timeout_s: float, unblock: Callable[[], None]
-) -> dict[str, Any] | None:
+) -> Metrics | None:
     """The collector's /metrics once its work is done. A scrape can hang for as long as the
     collector's pipeline thread keeps calling consume(): the lag gauge (RecordSource.lag) calls
     Consumer.assignment(), which waits until no consume() is running (py-spy shows the handler
@@ -282,7 +321,7 @@ def final_metrics(
     So: scrape; if no answer within 2 s, `unblock()` makes the next write fail, and the pipeline
     thread waits out its retry backoff outside consume(), when the scrape completes. Last
     resort, a graceful stop (the scrape may then lose the race with the HTTP server's close)."""
-    got: dict[str, dict[str, Any] | None] = {}
+    got: dict[str, Metrics | None] = {}
     thread = threading.Thread(
         target=lambda: got.update(m=collector_metrics(collector, timeout_s)), daemon=True
     )
@@ -312,7 +351,9 @@ def write_failure(
     return unblock
 
 
-def servers_idle(kafka: KafkaServer, influx: InfluxServer, args: Any) -> dict[str, Any]:
+def servers_idle(
+    kafka: KafkaServer, influx: InfluxServer, args: argparse.Namespace
+) -> dict[str, float]:
     """What Kafka and InfluxDB use with no client at all, over 5 s: the floor under the CPU
     figures of each phase."""
     wait_quiet(args.quiet_cores, args.quiet_max_s)

@@ -3,13 +3,14 @@ every point; ours and Telegraf alternated round by round."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from srv6pm.lab.servers import (
     CollectorProcess,
@@ -21,12 +22,13 @@ from srv6pm.lab.servers import (
 from bench.harness.meters import busy_cores, machine_times, wait_quiet
 from bench.harness.meters import process_cpu_s as cpu_s
 from bench.harness.run import BenchError, log
-from bench.harness.stats import summary
+from bench.harness.stats import Summary, summary
 from bench.pipeline.common import (
     PARTITIONS,
 )
 from bench.pipeline.servers import (
     Influx,
+    Metrics,
     TelegrafProcess,
     collector_settings,
     delete_topics,
@@ -37,6 +39,55 @@ from bench.pipeline.servers import (
     write_failure,
 )
 from bench.pipeline.workload import Workload
+
+
+class CollectorOutput(TypedDict, total=False):
+    collector_metrics: Metrics  # ours: its points, records and write errors counters
+    telegraf_errors: list[str]  # Telegraf: its first error lines
+
+
+class Ingest(TypedDict):
+    """One collector's round: time until InfluxDB held every point, and CPU over it."""
+
+    collector: str
+    machine_busy_cores_before: float
+    serving_s: float | None
+    influx_http: dict[str, int]
+    collector_metrics: NotRequired[Metrics]
+    telegraf_errors: NotRequired[list[str]]
+    points: int
+    counted: dict[str, int]  # per measurement, by InfluxQL
+    extra_points_written: int
+    done_s: float
+    first_point_s: float
+    points_per_s: float
+    steady_points_per_s: float | None
+    cpu_s: dict[str, float]
+    cpu_s_after_first_point: dict[str, float]
+    cpu_us_per_point: dict[str, float]
+    machine_busy_cores: float
+    polls: int
+
+
+class Round(Ingest):
+    round: int
+
+
+class ThroughputSummary(TypedDict):
+    """One collector over the rounds."""
+
+    points_per_s: Summary | None
+    steady_points_per_s: Summary | None
+    done_s: Summary | None
+    first_point_s: Summary | None
+    machine_busy_cores: Summary | None
+    cpu_s_under_test: Summary | None
+    cpu_s_influxd: Summary | None
+    cpu_s_kafka: Summary | None
+    cpu_s_this_script: Summary | None
+    cpu_us_per_point_under_test: Summary | None
+    cpu_us_per_point_influxd: Summary | None
+    cpu_us_per_point_kafka: Summary | None
 
 
 @dataclass
@@ -87,9 +138,9 @@ def ingest(
     influx: Influx,
     db: str,
     expected: dict[str, int],
-    args: Any,
+    args: argparse.Namespace,
     unblock: Callable[[], None] = lambda: None,
-) -> dict[str, Any]:
+) -> Ingest:
     """Start the collector under test on a pre-filled topic and time it until InfluxDB holds
     every point; CPU of it, influxd and Kafka over the same time. `unblock`: final_metrics."""
     total = sum(expected.values())
@@ -109,9 +160,9 @@ def ingest(
     watch.t0 = time.monotonic()
     thread = threading.Thread(target=watch.run, name="watch", daemon=True)
     thread.start()
-    result: dict[str, Any] = {"collector": label, "machine_busy_cores_before": round(quiet, 2)}
+    output: CollectorOutput = {}
     with server:
-        result["serving_s"] = server.last_start_s
+        serving_s = server.last_start_s
         thread.join(args.ingest_timeout_s + 5)
         if watch.error is not None:
             raise watch.error
@@ -124,19 +175,17 @@ def ingest(
         time.sleep(1.0)  # anything written after "done" (duplicates) shows in the counter
         http1 = influx.http_stats()
         extra = http1.get("pointsWrittenOK", 0) - watch.base - total
-        result["influx_http"] = {
-            k: http1.get(k, 0) - http0.get(k, 0) for k in ("writeReq", "writeReqBytes")
-        }
+        influx_http = {k: http1.get(k, 0) - http0.get(k, 0) for k in ("writeReq", "writeReqBytes")}
         if isinstance(server, CollectorProcess):
             metrics = final_metrics(server, args.scrape_timeout_s, unblock) or {}
             prefixes = ("points", "records_total", "write_errors")
-            result["collector_metrics"] = {
+            output["collector_metrics"] = {
                 k: v
                 for k, v in metrics.items()
                 if k.startswith(tuple(f"srv6pm_collector_{p}" for p in prefixes))
             }
         if isinstance(server, TelegrafProcess):
-            result["telegraf_errors"] = server.errors()[:10]
+            output["telegraf_errors"] = server.errors()[:10]
     if watch.done_s is None or counted != expected:
         raise BenchError(
             f"{label}: not every point in InfluxDB after {args.ingest_timeout_s} s: "
@@ -153,7 +202,12 @@ def ingest(
         name: (watch.cpu_done.get(name) or 0.0) - (watch.cpu_first.get(name) or 0.0)
         for name in pids
     }
-    result |= {
+    return {
+        "collector": label,
+        "machine_busy_cores_before": round(quiet, 2),
+        "serving_s": serving_s,
+        "influx_http": influx_http,
+        **output,
         "points": total,
         "counted": counted,
         "extra_points_written": extra,
@@ -167,14 +221,17 @@ def ingest(
         "machine_busy_cores": busy_cores(machine0, watch.machine_done or machine_times()),
         "polls": watch.polls,
     }
-    return result
 
 
 def throughput(
-    kafka: KafkaServer, influx_server: InfluxServer, workload: Workload, work: Path, args: Any
-) -> list[dict[str, Any]]:
+    kafka: KafkaServer,
+    influx_server: InfluxServer,
+    workload: Workload,
+    work: Path,
+    args: argparse.Namespace,
+) -> list[Round]:
     influx = Influx(influx_server)
-    rounds = []
+    rounds: list[Round] = []
     for r in range(args.rounds):
         for which in ("collector", "telegraf"):
             if which not in args.collectors:
@@ -220,8 +277,7 @@ def throughput(
             finally:
                 influx.drop_database(db)
                 delete_topics(kafka, [topic] + ([f"{topic}.dlq"] if which == "collector" else []))
-            result["round"] = r
-            rounds.append(result)
+            rounds.append({**result, "round": r})
             c = result["cpu_s"]
             log(
                 f"round {r} {which}: {result['points']} points in {result['done_s']:.2f} s = "
@@ -233,8 +289,8 @@ def throughput(
     return rounds
 
 
-def throughput_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def throughput_summary(rounds: list[Round]) -> dict[str, ThroughputSummary]:
+    out: dict[str, ThroughputSummary] = {}
     for which in ("collector", "telegraf"):
         rs = [r for r in rounds if r["collector"] == which]
         if not rs:
@@ -245,13 +301,12 @@ def throughput_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "done_s": summary(r["done_s"] for r in rs),
             "first_point_s": summary(r["first_point_s"] for r in rs),
             "machine_busy_cores": summary(r["machine_busy_cores"] for r in rs),
-            **{
-                f"cpu_s_{name}": summary(r["cpu_s"][name] for r in rs)
-                for name in ("under_test", "influxd", "kafka", "this_script")
-            },
-            **{
-                f"cpu_us_per_point_{name}": summary(r["cpu_us_per_point"][name] for r in rs)
-                for name in ("under_test", "influxd", "kafka")
-            },
+            "cpu_s_under_test": summary(r["cpu_s"]["under_test"] for r in rs),
+            "cpu_s_influxd": summary(r["cpu_s"]["influxd"] for r in rs),
+            "cpu_s_kafka": summary(r["cpu_s"]["kafka"] for r in rs),
+            "cpu_s_this_script": summary(r["cpu_s"]["this_script"] for r in rs),
+            "cpu_us_per_point_under_test": summary(r["cpu_us_per_point"]["under_test"] for r in rs),
+            "cpu_us_per_point_influxd": summary(r["cpu_us_per_point"]["influxd"] for r in rs),
+            "cpu_us_per_point_kafka": summary(r["cpu_us_per_point"]["kafka"] for r in rs),
         }
     return out

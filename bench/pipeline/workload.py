@@ -9,7 +9,7 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, Unpack
 
 from srv6pm.collector.domain import points
 from srv6pm.common.srv6 import Role
@@ -22,6 +22,14 @@ from srv6pm.twamp.results import DelayBlock, DelayStats, DirectionLoss, LossResu
 from bench.pipeline.common import (
     PERIOD_NS,
 )
+
+
+class RecordKind(TypedDict, total=False):
+    """The one kind a MeasurementRecord carries."""
+
+    loss: pb.LossRecord
+    delay: pb.DelayRecord
+    flow_block: pb.FlowBlockRecord
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ class Node:
             for k in range(mix.flows)
         ]
 
-    def _wrap(self, **kind: Any) -> pb.MeasurementRecord:
+    def _wrap(self, **kind: Unpack[RecordKind]) -> pb.MeasurementRecord:
         self.journal_id += 1
         return pb.MeasurementRecord(
             node=self.name, created_unix_ns=time.time_ns(), journal_id=self.journal_id, **kind
