@@ -1,6 +1,6 @@
-"""The SRv6 vocabulary (srv6pm.common.srv6) against the node-manager contract's enums (proto/):
-the controller converts by name, so every member on one side must have its namesake on the
-other, and a side that gains a member fails here until the other has it too."""
+"""The controller's conversions of the SRv6 vocabulary (srv6pm.common.srv6) to and from the
+node-manager contract's enums, by name. The vocabulary against the proto itself:
+common/tests/test_srv6_vocabulary.py."""
 
 from __future__ import annotations
 
@@ -36,22 +36,6 @@ def test_every_common_member_is_sent_as_the_proto_member_of_its_name(
 ):
     for member in common:
         assert proto.Name(to_proto(member)) == prefix + member.name
-
-
-@pytest.mark.parametrize(("common", "proto", "prefix", "to_proto"), PAIRS, ids=IDS)
-def test_every_proto_member_but_unspecified_has_a_common_counterpart(
-    common: type[Enum], proto: EnumTypeWrapper, prefix: str, to_proto
-):
-    names = {name.removeprefix(prefix) for name, _ in proto.items()} - {"UNSPECIFIED"}
-    assert names == set(common.__members__)
-    assert proto.Value(prefix + "UNSPECIFIED") == 0
-
-
-def test_roles_share_their_numbers_with_the_proto():
-    """Role's values are also the eBPF programs' and the records': the numbers, not only the
-    names, must agree."""
-    for role in Role:
-        assert records_pb2.Role.Value("ROLE_" + role.name) == role.value
 
 
 @pytest.mark.parametrize(
