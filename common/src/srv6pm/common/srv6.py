@@ -5,7 +5,8 @@ these values to its own (the Linux kernel's "encap.red", VPP's enum numbers)."""
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
+from enum import Enum, IntEnum, StrEnum
+from typing import Any, TypeVar
 
 
 class Behaviour(StrEnum):
@@ -52,3 +53,15 @@ class Role(IntEnum):
     INGRESS = 1  # encapsulates: marks the colour and counts
     TRANSIT = 2  # counts marked packets
     EGRESS = 3  # counts marked packets before decapsulation
+
+
+E = TypeVar("E", bound=Enum)
+N = TypeVar("N", bound=int)
+
+
+def proto_numbers(vocabulary: type[E], enum_pb: type[N], prefix: str) -> dict[E, N]:
+    """Each member's number in the proto enum of the same name (``BEHAVIOUR_END_X`` for
+    ``Behaviour.END_X``). A member the proto lacks fails where the table is built (at import),
+    never in a request."""
+    wrapper: Any = enum_pb  # protobuf's generated enum class: Value() by name
+    return {member: wrapper.Value(prefix + member.name) for member in vocabulary}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role, proto_numbers
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 from srv6pm.proto.v1 import records_pb2
@@ -33,36 +33,38 @@ MAX_MESSAGE = 64 * 1024 * 1024  # the node manager's own limit: 10,000+ flows in
 # ---- enums, by name -----------------------------------------------------------------------------
 
 
+_BEHAVIOURS = proto_numbers(Behaviour, pb.Behaviour, "BEHAVIOUR_")
+_ENCAP_MODES = proto_numbers(EncapMode, pb.EncapMode, "ENCAP_MODE_")
+_MARKING_MODES = proto_numbers(MarkingMode, pb.MarkingMode, "MARKING_MODE_")
+_ROLES = proto_numbers(Role, records_pb2.Role, "ROLE_")
+_BEHAVIOUR_OF: dict[int, Behaviour] = {number: member for member, number in _BEHAVIOURS.items()}
+_ENCAP_MODE_OF: dict[int, EncapMode] = {number: member for member, number in _ENCAP_MODES.items()}
+
+
 def behaviour_to_proto(behaviour: Behaviour) -> pb.Behaviour:
-    value: pb.Behaviour = pb.Behaviour.Value("BEHAVIOUR_" + behaviour.name)
-    return value
+    return _BEHAVIOURS[behaviour]
 
 
 def encap_mode_to_proto(mode: EncapMode) -> pb.EncapMode:
-    value: pb.EncapMode = pb.EncapMode.Value("ENCAP_MODE_" + mode.name)
-    return value
+    return _ENCAP_MODES[mode]
 
 
 def marking_mode_to_proto(mode: MarkingMode) -> pb.MarkingMode:
-    value: pb.MarkingMode = pb.MarkingMode.Value("MARKING_MODE_" + mode.name)
-    return value
+    return _MARKING_MODES[mode]
 
 
 def role_to_proto(role: Role) -> records_pb2.Role:
-    value: records_pb2.Role = records_pb2.Role.Value("ROLE_" + role.name)
-    return value
+    return _ROLES[role]
 
 
 def behaviour_of(value: int) -> Behaviour | None:
     """The behaviour a proto value names; None for UNSPECIFIED or one newer than this code."""
-    name = pb.Behaviour.Name(value) if value in pb.Behaviour.values() else ""
-    return Behaviour.__members__.get(name.removeprefix("BEHAVIOUR_"))
+    return _BEHAVIOUR_OF.get(value)
 
 
 def encap_mode_of(value: int) -> EncapMode | None:
     """The encapsulation mode a proto value names; None as for ``behaviour_of``."""
-    name = pb.EncapMode.Name(value) if value in pb.EncapMode.values() else ""
-    return EncapMode.__members__.get(name.removeprefix("ENCAP_MODE_"))
+    return _ENCAP_MODE_OF.get(value)
 
 
 # ---- desired state and its diff -----------------------------------------------------------------

@@ -3,14 +3,14 @@ stores, Kafka carries and ReadResults returns."""
 
 from __future__ import annotations
 
-from srv6pm.common.srv6 import Role
+from srv6pm.common.srv6 import Role, proto_numbers
 from srv6pm.proto.v1 import records_pb2 as pb
 from srv6pm.twamp.results import DelayBlock, DelayResult, DelayStats, DirectionLoss, LossResult
 
 from ..domain.blocks import FlowBlock
 from ..domain.model import MonitoredFlow, SenderSession
 
-ROLE_TO_PB = {r: pb.Role.Value(f"ROLE_{r.name}") for r in Role}  # by name: ROLE_INGRESS
+ROLE_TO_PB = proto_numbers(Role, pb.Role, "ROLE_")
 
 # journal_id is the field a record gets last, when it is published (the journal assigns it).
 _JOURNAL_ID_TAG = b"\x18"  # field 3, varint

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
-from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role, proto_numbers
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2 as records
 
@@ -27,21 +27,14 @@ from ..domain.model import (
 
 E = TypeVar("E", bound=Enum)
 
-
-def by_name(domain: type[E], enum_pb: Any, prefix: str) -> dict[Any, E]:
-    """Proto enum values to domain members of the same name (ENCAP_MODE_ENCAP_RED for
-    EncapMode.ENCAP_RED); a member the proto lacks is a KeyError at import, never a request."""
-    return {enum_pb.Value(prefix + member.name): member for member in domain}
-
-
-_MODES = by_name(EncapMode, pb.EncapMode, "ENCAP_MODE_")
-_BEHAVIOURS = by_name(Behaviour, pb.Behaviour, "BEHAVIOUR_")
-_ROLES = by_name(Role, records.Role, "ROLE_")
-_MARKING_MODES = by_name(MarkingMode, pb.MarkingMode, "MARKING_MODE_")
-MODE_TO_PB = {v: k for k, v in _MODES.items()}
-BEHAVIOUR_TO_PB = {v: k for k, v in _BEHAVIOURS.items()}
-ROLE_TO_PB = {v: k for k, v in _ROLES.items()}
-MARKING_MODE_TO_PB = {v: k for k, v in _MARKING_MODES.items()}
+MODE_TO_PB = proto_numbers(EncapMode, pb.EncapMode, "ENCAP_MODE_")
+BEHAVIOUR_TO_PB = proto_numbers(Behaviour, pb.Behaviour, "BEHAVIOUR_")
+ROLE_TO_PB = proto_numbers(Role, records.Role, "ROLE_")
+MARKING_MODE_TO_PB = proto_numbers(MarkingMode, pb.MarkingMode, "MARKING_MODE_")
+_MODES = {number: member for member, number in MODE_TO_PB.items()}
+_BEHAVIOURS = {number: member for member, number in BEHAVIOUR_TO_PB.items()}
+_ROLES = {number: member for member, number in ROLE_TO_PB.items()}
+_MARKING_MODES = {number: member for member, number in MARKING_MODE_TO_PB.items()}
 
 
 def _enum(table: Mapping[Any, E], value: int, what: str, enum_pb: Any) -> E:
