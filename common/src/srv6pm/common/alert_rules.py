@@ -260,7 +260,7 @@ def _violated_rule(settings: AlertSettings) -> dict[str, Any]:
             "description": (
                 f"The controller found session {_SESSION} breaking its objective "
                 f"({VIOLATED_METRIC} = 1). GET /v1/sessions/{_SESSION}/threshold says which "
-                "block broke which maximum."
+                "maximum was broken, by how much and in which block."
             ),
             "dashboard_url": _dashboard_url(settings),
         },
