@@ -79,9 +79,10 @@ class AlertSettings:
     # No pending period by default: the objective already spans window_blocks blocks, as the
     # controller evaluates it; a pending period would add a second, hidden window.
     pending: str = "0s"
-    # The collector's default block period, and how long a block takes from its start to
-    # InfluxDB (the block itself, the node's wait for late packets, Kafka, the collector). They
-    # bound how far back the InfluxDB rules look: a session that stopped reporting leaves them.
+    # The node managers' default block period (period_s), and how long a block takes from its
+    # start to InfluxDB (the block itself, the node's wait for late packets, Kafka, the
+    # collector). They bound how far back the InfluxDB rules look: a session that stopped
+    # reporting leaves them.
     block_period_s: float = 10.0
     settle_s: float = 60.0
     # Prefix of the dashboard links in annotations; empty: relative to Grafana.

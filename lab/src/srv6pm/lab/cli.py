@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``srv6pm`` console script."""
+    """`srv6pm lab ...` (srv6pm-cli forwards its arguments here) and `python3 -m srv6pm.lab.cli`."""
     args = build_parser().parse_args(argv)
     try:
         lab = Lab(
