@@ -599,12 +599,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with pair(args.prefix).running() as p:
             return measure(args, p, stampgen)
 
-    def environment() -> dict[str, object]:
-        return {
-            **provenance.machine(),
-            **provenance.net_core_sysctls("netdev_max_backlog", "rmem_max"),
-        }
-
     # this script and what it starts stay off the reflector's core
     return execute(
         Run("stamp-reflector", "bench/stamp_reflector.py"),
@@ -612,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out=args.out,
         needs_root="namespaces",
         pin=GEN_CORE,
-        environment=environment,
+        environment=provenance.udp_environment,
     )
 
 

@@ -473,12 +473,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in result["results"]:
                 print(f"\nprofile N={r['sessions']} {r['variant']}:\n{r.get('profile', '')}")
 
-    def environment() -> dict[str, object]:
-        return {
-            **provenance.machine(),
-            **provenance.net_core_sysctls("netdev_max_backlog", "rmem_max"),
-        }
-
     return execute(
         Run("stamp-sessions", "bench/stamp_sessions.py"),
         measure,
@@ -486,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         needs_root="namespaces",
         pin=REFLECTOR_CORE,
         errors=(subprocess.TimeoutExpired,),
-        environment=environment,
+        environment=provenance.udp_environment,
         report=report,
     )
 

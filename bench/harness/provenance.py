@@ -68,5 +68,10 @@ def net_core_sysctls(*names: str) -> dict[str, int]:
     return {n: int(Path(f"/proc/sys/net/core/{n}").read_text()) for n in names}
 
 
+def udp_environment() -> dict[str, object]:
+    """The machine and the net.core sysctls that bound a UDP receiver (the STAMP benchmarks)."""
+    return {**machine(), **net_core_sysctls("netdev_max_backlog", "rmem_max")}
+
+
 def load_average() -> list[float]:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
