@@ -58,7 +58,7 @@ lint: install
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m mypy common/src twamp/src node-manager/src collector/src controller/src cli/src lab/src dashboards/src bench
 	$(PYTHON) -m srv6pm.dashboards --check
-	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.argv[0] = "lint-imports"; c()' --config pyproject.toml
+	$(PYTHON) -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.argv[0] = "lint-imports"; c()' pyproject.toml
 
 test: install peers servers lint
 	$(PYTHON) -m pytest
