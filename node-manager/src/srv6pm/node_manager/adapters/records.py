@@ -26,6 +26,7 @@ def labels(s: SenderSession) -> pb.SessionLabels:
         return_segments=s.return_segments,
         forward_flow=s.forward_flow,
         reverse_flow=s.reverse_flow,
+        segment_list=s.segment_list,
     )
 
 

@@ -13,7 +13,9 @@ from srv6pm.proto.v1 import records_pb2 as records
 
 from ..domain.errors import InvalidArgument
 from ..domain.model import (
+    DEFAULT_DOWN_AFTER,
     STAMP_PORT,
+    Liveness,
     LocalSid,
     Marking,
     MonitoredFlow,
@@ -21,6 +23,7 @@ from ..domain.model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
+    SegmentList,
     SenderSession,
     SrPolicy,
 )
@@ -44,6 +47,15 @@ def _enum(table: Mapping[Any, E], value: int, what: str, enum_pb: Any) -> E:
     return table[value]
 
 
+def _liveness(msg: pb.Liveness) -> Liveness:
+    return Liveness(
+        enabled=msg.enabled,
+        down_after=msg.down_after or DEFAULT_DOWN_AFTER,
+        up_after=msg.up_after or 1,
+        timeout_ms=msg.timeout_ms,
+    )
+
+
 def node_state(msg: pb.NodeState) -> NodeState:
     policies = tuple(
         SrPolicy(
@@ -55,6 +67,10 @@ def node_state(msg: pb.NodeState) -> NodeState:
             ),
             device=p.device,
             table=p.table,
+            segment_lists=tuple(
+                SegmentList(sl.name, tuple(sl.segments), sl.weight) for sl in p.segment_lists
+            ),
+            protection=p.protection,
         )
         for p in msg.policies
     )
@@ -114,6 +130,9 @@ def node_state(msg: pb.NodeState) -> NodeState:
             hmac_key=s.hmac_key,
             policy=s.policy,
             reflector_node=s.reflector_node,
+            segment_list=s.segment_list,
+            liveness=_liveness(s.liveness),
+            histogram_edges_us=tuple(s.histogram_edges_us),
         )
         for s in msg.sessions
     )
@@ -145,6 +164,11 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
                 mode=MODE_TO_PB[p.mode],
                 device=p.device,
                 table=p.table,
+                segment_lists=[
+                    pb.SegmentList(name=sl.name, segments=sl.segments, weight=sl.weight)
+                    for sl in p.segment_lists
+                ],
+                protection=p.protection,
             )
             for p in state.policies
         ],
@@ -194,6 +218,14 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
                 hmac_key=s.hmac_key,
                 policy=s.policy,
                 reflector_node=s.reflector_node,
+                segment_list=s.segment_list,
+                liveness=pb.Liveness(
+                    enabled=s.liveness.enabled,
+                    down_after=s.liveness.down_after,
+                    up_after=s.liveness.up_after,
+                    timeout_ms=s.liveness.timeout_ms,
+                ),
+                histogram_edges_us=s.histogram_edges_us,
             )
             for s in state.sessions
         ],

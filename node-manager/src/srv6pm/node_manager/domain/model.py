@@ -13,14 +13,41 @@ DEFAULT_MONITORED_BIT = 0x04  # DSCP xxxxx1: RFC 2474 pool 2/3, for local use
 DEFAULT_COLOUR_BIT = 0x08
 
 
+MAX_WEIGHT = 256  # the kernel's multipath weight (rtnh_hops + 1)
+
+
+@dataclass(frozen=True)
+class SegmentList:
+    """One of a policy's weighted SID lists: flows are hashed over them."""
+
+    name: str
+    segments: tuple[str, ...]
+    weight: int = 1
+
+
 @dataclass(frozen=True)
 class SrPolicy:
+    """Traffic to `prefix` steered into one SID list (`segments`) or hashed per flow over two
+    or more weighted ones (`segment_lists`, and `segments` is empty)."""
+
     name: str
     prefix: str
     segments: tuple[str, ...]
     mode: EncapMode = EncapMode.ENCAP
     device: str = ""
     table: int = 0
+    segment_lists: tuple[SegmentList, ...] = ()
+    protection: bool = False  # take a segment list whose liveness is down out of the hash
+
+    def paths(self) -> tuple[SegmentList, ...]:
+        """Every segment list, the single one of `segments` included."""
+        return self.segment_lists or (SegmentList("", self.segments),)
+
+    def routed(self) -> tuple[object, ...]:
+        """What the data plane holds of the policy: no names, no protection setting, segment
+        lists in any order."""
+        lists = sorted((sl.segments, sl.weight) for sl in self.paths())
+        return (self.prefix, self.table, self.mode, self.device, tuple(lists))
 
 
 @dataclass(frozen=True)
@@ -111,6 +138,23 @@ class KernelReflection:
     allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
 
 
+DEFAULT_DOWN_AFTER = 3
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Down after `down_after` probes in a row get no reply within `timeout_ms` (0: the probe
+    interval), up after `up_after` replies in a row."""
+
+    enabled: bool = False
+    down_after: int = DEFAULT_DOWN_AFTER
+    up_after: int = 1
+    timeout_ms: int = 0
+
+
+MAX_HISTOGRAM_EDGES = 10
+
+
 @dataclass(frozen=True)
 class SenderSession:
     """A STAMP Session-Sender measuring loss per block and delay along a policy."""
@@ -128,6 +172,9 @@ class SenderSession:
     hmac_key: bytes = b""
     policy: str = ""  # labels of its records; "": the forward flow's name, else the session's
     reflector_node: str = ""
+    segment_list: str = ""  # the policy's segment list its probes carry (a label; protection)
+    liveness: Liveness = field(default_factory=Liveness)
+    histogram_edges_us: tuple[int, ...] = ()  # delay histogram bin edges, ascending
 
     @property
     def policy_label(self) -> str:

@@ -7,6 +7,7 @@ equal to what was asked for; every problem is reported with the object it was fo
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -16,7 +17,10 @@ from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from .errors import InvalidArgument
 from .model import (
     MAX_FLOWMON_ID,
+    MAX_HISTOGRAM_EDGES,
     MAX_SEGMENTS,
+    MAX_WEIGHT,
+    Liveness,
     LocalSid,
     Marking,
     MonitoredFlow,
@@ -24,6 +28,7 @@ from .model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
+    SegmentList,
     SenderSession,
     SrPolicy,
 )
@@ -77,14 +82,37 @@ def _unique(names: Iterable[str], kind: str) -> None:
         raise InvalidArgument(f"duplicate {kind}: {', '.join(sorted(dup))}")
 
 
+def _segment_lists(p: SrPolicy, where: str) -> tuple[SegmentList, ...]:
+    """Named (default sl0, sl1, ...), weighted 1..256, each SID list once."""
+    lists = []
+    for i, sl in enumerate(p.segment_lists):
+        name = _name(sl.name or f"sl{i}", f"{where} segment list")
+        at = f"{where} segment list {name!r}"
+        weight = sl.weight or 1
+        if not 1 <= weight <= MAX_WEIGHT:
+            raise InvalidArgument(f"{at}: weight {weight} is not 1 to {MAX_WEIGHT}")
+        lists.append(SegmentList(name, segment_list(sl.segments, at), weight))
+    _unique((sl.name for sl in lists), f"segment list names in {where}")
+    _unique((" ".join(sl.segments) for sl in lists), f"segment lists in {where}")
+    return tuple(lists)
+
+
 def policy(p: SrPolicy) -> SrPolicy:
     where = f"policy {_name(p.name, 'policy')!r}"
     if p.mode is EncapMode.L2ENCAP and not p.device:
         raise InvalidArgument(f"{where}: l2encap needs a device")
+    if p.segments and p.segment_lists:
+        raise InvalidArgument(f"{where}: give segments or segment_lists, not both")
+    lists = _segment_lists(p, where)
+    if len(lists) > 1 and p.mode in (EncapMode.INLINE, EncapMode.L2ENCAP):
+        raise InvalidArgument(f"{where}: several segment lists need encap or encap-red mode")
+    # One segment list is a plain policy: its name is only a label, its weight meaningless.
+    segments = lists[0].segments if len(lists) == 1 else () if lists else p.segments
     return replace(
         p,
         prefix=ipv6_prefix(p.prefix, where),
-        segments=segment_list(p.segments, where),
+        segments=segment_list(segments, where) if segments or not lists else (),
+        segment_lists=lists if len(lists) > 1 else (),
         table=_table(p.table, where),
     )
 
@@ -233,7 +261,11 @@ def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
         )
     if s.delay_interval_ms and s.delay_interval_ms < 10:
         raise InvalidArgument(f"{where}: delay interval below 10 ms")
-    for label, value in (("policy", s.policy), ("reflector node", s.reflector_node)):
+    for label, value in (
+        ("policy", s.policy),
+        ("reflector node", s.reflector_node),
+        ("segment list", s.segment_list),
+    ):
         if value:
             _name(value, f"{where}: {label}")
     return replace(
@@ -245,7 +277,35 @@ def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
         direct_segments=segment_list(s.direct_segments, where) if s.direct_segments else (),
         return_segments=segment_list(s.return_segments, where) if s.return_segments else (),
         hmac_key=_key(s.hmac_key, where),
+        liveness=_liveness(s.liveness, where),
+        histogram_edges_us=_histogram_edges(s.histogram_edges_us, where),
     )
+
+
+MAX_MISSES = 255
+
+
+def _liveness(live: Liveness, where: str) -> Liveness:
+    if not live.enabled:
+        return Liveness()
+    for label, count in (("down_after", live.down_after), ("up_after", live.up_after)):
+        if not 1 <= count <= MAX_MISSES:
+            raise InvalidArgument(f"{where}: liveness {label} {count} is not 1 to {MAX_MISSES}")
+    if live.timeout_ms and live.timeout_ms < 10:
+        raise InvalidArgument(f"{where}: liveness timeout below 10 ms")
+    return live
+
+
+def _histogram_edges(edges: tuple[int, ...], where: str) -> tuple[int, ...]:
+    if len(edges) > MAX_HISTOGRAM_EDGES:
+        raise InvalidArgument(
+            f"{where}: {len(edges)} histogram edges, at most {MAX_HISTOGRAM_EDGES}"
+        )
+    if any(e <= 0 for e in edges) or any(b <= a for a, b in itertools.pairwise(edges)):
+        raise InvalidArgument(
+            f"{where}: histogram edges must be positive microseconds in ascending order"
+        )
+    return tuple(edges)
 
 
 def node_state(state: NodeState) -> NodeState:

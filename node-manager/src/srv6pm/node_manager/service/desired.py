@@ -23,8 +23,8 @@ def _sid_key(s: LocalSid) -> Hashable:
 
 
 def _same_policy(want: SrPolicy, have: SrPolicy) -> bool:
-    """Equal but for the name; no device asked for means any device will do."""
-    return replace(want, name="", device=want.device or have.device) == replace(have, name="")
+    """The same route; no device asked for means any device will do."""
+    return replace(want, device=want.device or have.device).routed() == have.routed()
 
 
 def _same_sid(want: LocalSid, have: LocalSid) -> bool:
