@@ -224,3 +224,117 @@ def test_the_fast_formatters_write_what_the_generic_line_writes():
             5,
         )
     ]
+
+
+# ---- segment lists, delay histograms, liveness --------------------------------------------------
+
+
+def test_a_segment_list_is_a_tag_and_the_only_one_has_none():
+    """A policy's only segment list ("") keeps the series it always had."""
+    named = loss_record()
+    named.loss.labels.segment_list = "sl1"
+    assert points.lines(loss_record())[0].startswith(
+        "loss,direction=forward,dst_node=r3,policy=h1\\,h2\\=x,session=h1-h2\\ stamp,src_node=r1 "
+    )
+    assert points.lines(named)[0].startswith(
+        "loss,direction=forward,dst_node=r3,policy=h1\\,h2\\=x,segment_list=sl1,"
+        "session=h1-h2\\ stamp,src_node=r1 "
+    )
+    named.loss.labels.segment_list = "sl\n1"
+    with pytest.raises(RecordError, match="segment list"):
+        points.lines(named)
+
+
+def delay_with_histogram(edges: list[int], counts: list[int]) -> pb.MeasurementRecord:
+    stats = pb.DelayStats(samples=sum(counts), min_ns=1, max_ns=9, histogram=counts)
+    return pb.MeasurementRecord(
+        node="r1",
+        delay=pb.DelayRecord(
+            session="s",
+            block=10,
+            probes_sent=sum(counts),
+            two_way=stats,
+            one_way_reason="clocks not synchronised",
+            block_info=block(10),
+            labels=LABELS,
+            histogram_edges_ns=edges,
+        ),
+    )
+
+
+def test_histogram_bins_are_fields_named_by_their_upper_edge():
+    two_way, forward, _ = points.lines(delay_with_histogram([50_000, 100_000], [3, 0, 2]))
+    tags = {"session": "s", "policy": "h1,h2=x", "src_node": "r1", "dst_node": "r3"}
+    fields = {"block": 10, "probes_sent": 5, "probes_lost": 0, "valid": True, "reason": ""}
+    fields |= {"samples": 5, "min_ns": 1, "p50_ns": 0, "p90_ns": 0, "p99_ns": 0, "max_ns": 9}
+    fields |= {"mean_ns": 0, "jitter_ns": 0}
+    fields |= {"hist_lt_50000": 3, "hist_lt_100000": 0, "hist_lt_inf": 2}
+    assert two_way == points.line("delay", {**tags, "direction": "two_way"}, fields, 10 * PERIOD)
+    assert "hist_" not in forward  # no one-way delay, no one-way histogram
+
+
+@pytest.mark.parametrize(
+    ("edges", "counts", "reason"),
+    [
+        ([100, 100], [1, 1, 1], "not strictly ascending"),
+        ([200, 100], [1, 1, 1], "not strictly ascending"),
+        ([100], [1, 1, 1], "3 histogram bins for 1 edges"),
+        ([], [1], "1 histogram bins for 0 edges"),
+        (list(range(1, 34)), [0] * 34, "33 histogram edges"),
+    ],
+)
+def test_inconsistent_histograms_are_refused_with_a_reason(edges, counts, reason):
+    with pytest.raises(RecordError, match=reason):
+        points.lines(delay_with_histogram(edges, counts))
+
+
+def test_a_histogram_must_count_every_sample():
+    record = delay_with_histogram([100], [1, 2])
+    record.delay.two_way.samples = 4
+    with pytest.raises(RecordError, match="holds 3 replies, samples says 4"):
+        points.lines(record)
+
+
+def liveness_record(**overrides) -> pb.MeasurementRecord:
+    event = pb.LivenessEvent(
+        session="s",
+        state=pb.LIVENESS_STATE_DOWN,
+        previous=pb.LIVENESS_STATE_UP,
+        at_unix_ns=1_700_000_000_123_456_789,
+        consecutive=3,
+        labels=pb.SessionLabels(session="s", policy="p", reflector_node="r3", segment_list="sl0"),
+    )
+    for k, v in overrides.items():
+        setattr(event, k, v)
+    return pb.MeasurementRecord(node="r1", journal_id=4, liveness=event)
+
+
+def test_a_liveness_event_is_one_point_at_its_deciding_probe():
+    assert points.lines(liveness_record()) == [
+        "liveness,dst_node=r3,policy=p,segment_list=sl0,session=s,src_node=r1 "
+        'consecutive=3i,description="down: 3 replies missed in a row",previous=1i,state=0i '
+        "1700000000123456789"
+    ]
+    first = points.lines(liveness_record(state=pb.LIVENESS_STATE_UP, previous=0, consecutive=1))
+    assert first == [
+        "liveness,dst_node=r3,policy=p,segment_list=sl0,session=s,src_node=r1 "
+        'consecutive=1i,description="up: 1 replies received in a row",state=1i '
+        "1700000000123456789"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"state": pb.LIVENESS_STATE_UNSPECIFIED}, "neither up nor down"),
+        ({"state": 7}, "neither up nor down"),
+        ({"previous": pb.LIVENESS_STATE_DOWN}, "no change"),
+        ({"previous": 9}, "no change"),
+        ({"at_unix_ns": 0}, "out of range"),
+        ({"at_unix_ns": 1 << 63}, "out of range"),
+        ({"session": ""}, "session is empty"),
+    ],
+)
+def test_inconsistent_liveness_events_are_refused_with_a_reason(overrides, reason):
+    with pytest.raises(RecordError, match=reason):
+        points.lines(liveness_record(**overrides))

@@ -5,7 +5,9 @@ start; a probe's send time) come from the record only, so a record delivered twi
 point twice, and InfluxDB keeps one. Nothing that differs between deliveries (journal id, creation
 time) is a tag or the timestamp.
 
-The schema (docs/RESULTS.md): measurements `loss`, `delay`, `flow`, `probe`.
+The schema (docs/RESULTS.md): measurements `loss`, `delay`, `flow`, `probe`, `liveness`. A
+session's points carry its segment list as the `segment_list` tag; a policy's only segment list
+("") has no such tag, so its series are the ones it had before policies had several.
 
 Lines are formatted here rather than with influxdb-client's Point: the same output (a test
 compares them) at a fraction of the cost, on the collector's hot path (docs/BENCHMARKS.md):
@@ -15,6 +17,7 @@ each measurement's fields in a fixed (sorted) order, each series formatted and c
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -23,6 +26,9 @@ from google.protobuf.message import DecodeError
 from srv6pm.proto.v1 import records_pb2 as pb
 
 ROLES = {pb.ROLE_INGRESS: "ingress", pb.ROLE_TRANSIT: "transit", pb.ROLE_EGRESS: "egress"}
+LIVENESS = {pb.LIVENESS_STATE_UP: 1, pb.LIVENESS_STATE_DOWN: 0}  # the `state` field's values
+MAX_HISTOGRAM_EDGES = 32  # each edge is a field key of `delay`: a bound on their number
+MAX_TIME_NS = (1 << 63) - 1  # InfluxDB's timestamps are signed 64-bit
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_LABEL = 256
 
@@ -106,9 +112,13 @@ def _session_series(
         ("policy", labels.policy or session, "policy"),
         ("src_node", record.node, "node"),
         ("dst_node", labels.reflector_node or labels.reflector_address, ""),
+        # "" (the policy's only segment list) is left out: series_key drops empty tags
+        ("segment_list", labels.segment_list, ""),
     )
     if base[3][1]:
         _text(base[3][1], "reflector node")
+    if base[4][1]:
+        _text(base[4][1], "segment list")
     return lambda direction: _series(measurement, (*base, ("direction", direction, "")))
 
 
@@ -135,10 +145,46 @@ def _loss(record: pb.MeasurementRecord) -> list[str]:
     return out
 
 
+def histogram_field(edge_ns: int | None) -> str:
+    """The `delay` field of the bin below `edge_ns` (None: the last bin, up to infinity)."""
+    return f"hist_lt_{'inf' if edge_ns is None else edge_ns}"
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _bin_fields(edges: tuple[int, ...]) -> tuple[str, ...]:
+    """Field names of a session's bins, in bin order; checked once per set of edges."""
+    if not edges:
+        return ()  # no edges, no histogram
+    if len(edges) > MAX_HISTOGRAM_EDGES:
+        raise RecordError(f"{len(edges)} histogram edges: at most {MAX_HISTOGRAM_EDGES}")
+    if any(a >= b for a, b in itertools.pairwise(edges)):
+        raise RecordError(f"histogram edges {list(edges)} are not strictly ascending")
+    return (*map(histogram_field, edges), histogram_field(None))
+
+
+def _histogram(block: int, direction: str, stats: pb.DelayStats, names: tuple[str, ...]) -> str:
+    """`hist_lt_<edge>=<count>i,...,` in sorted field order, or "" when there is none."""
+    counts = stats.histogram
+    if not counts:
+        return ""
+    if not names or len(counts) != len(names):
+        raise RecordError(
+            f"delay record of block {block}: {direction} has {len(counts)} histogram bins "
+            f"for {max(0, len(names) - 1)} edges"
+        )
+    if sum(counts) != stats.samples:
+        raise RecordError(
+            f"delay record of block {block}: {direction} histogram holds {sum(counts)} replies, "
+            f"samples says {stats.samples}"
+        )
+    return "".join(f"{k}={v}i," for k, v in sorted(zip(names, counts, strict=True)))
+
+
 def _delay(record: pb.MeasurementRecord) -> list[str]:
     r = record.delay
     time_ns = _block_time(r.block, r.block_info)
     series = _session_series("delay", record, r.labels, r.session)
+    names = _bin_fields(tuple(r.histogram_edges_ns))
     probes = f"probes_lost={r.probes_lost}i,probes_sent={r.probes_sent}i"
     out = []
     for direction, reason in (
@@ -148,8 +194,9 @@ def _delay(record: pb.MeasurementRecord) -> list[str]:
     ):
         if r.HasField(direction):
             s = getattr(r, direction)
+            bins = _histogram(r.block, direction, s, names)
             out.append(
-                f"{series(direction)} block={r.block}i,jitter_ns={s.jitter_ns}i,"
+                f"{series(direction)} block={r.block}i,{bins}jitter_ns={s.jitter_ns}i,"
                 f"max_ns={s.max_ns}i,mean_ns={s.mean_ns}i,min_ns={s.min_ns}i,p50_ns={s.p50_ns}i,"
                 f'p90_ns={s.p90_ns}i,p99_ns={s.p99_ns}i,{probes},reason="",'
                 f"samples={s.samples}i,valid=true {time_ns}"
@@ -198,7 +245,36 @@ def _probe(record: pb.MeasurementRecord) -> list[str]:
     return [f"{series} {fields_part(fields)} {r.sent_unix_ns}"]
 
 
-_KINDS = {"loss": _loss, "delay": _delay, "flow_block": _flow, "probe": _probe}
+def _liveness(record: pb.MeasurementRecord) -> list[str]:
+    """One point per change, at the deciding probe's send time: a re-sent event overwrites it."""
+    r = record.liveness
+    if r.state not in LIVENESS:
+        raise RecordError(f"liveness of {r.session!r}: state {r.state} is neither up nor down")
+    if r.previous == r.state or (r.previous and r.previous not in LIVENESS):
+        raise RecordError(f"liveness of {r.session!r}: previous state {r.previous}, no change")
+    if not 0 < r.at_unix_ns <= MAX_TIME_NS:
+        raise RecordError(f"liveness of {r.session!r}: time {r.at_unix_ns} out of range")
+    up = r.state == pb.LIVENESS_STATE_UP
+    fields: dict[str, Field] = {
+        "state": LIVENESS[r.state],
+        "consecutive": r.consecutive,
+        # an annotation's text in Grafana
+        "description": f"{'up' if up else 'down'}: {r.consecutive} replies "
+        f"{'received' if up else 'missed'} in a row",
+    }
+    if r.previous:  # the session's first state has none
+        fields["previous"] = LIVENESS[r.previous]
+    series = _session_series("liveness", record, r.labels, r.session)("")
+    return [f"{series} {fields_part(fields)} {r.at_unix_ns}"]
+
+
+_KINDS = {
+    "loss": _loss,
+    "delay": _delay,
+    "flow_block": _flow,
+    "probe": _probe,
+    "liveness": _liveness,
+}
 
 
 def decode(value: bytes | None) -> pb.MeasurementRecord:
