@@ -3,12 +3,13 @@
 References: two-way delay RFC 8762 section 4 / RFC 5357 ((T4 - T1) - (T3 - T2)); one-way delay
 RFC 7679 (meaningful only between synchronised clocks, the S bit of RFC 4656 4.1.2); packet loss
 RFC 7680 and alternate-marking blocks RFC 9341 section 3; interarrival jitter RFC 3550 section
-6.4.1 / appendix A.8; IP delay variation as max - min RFC 5481; nearest-rank percentiles.
-All times are integer nanoseconds.
+6.4.1 / appendix A.8; IP delay variation as max - min RFC 5481; nearest-rank percentiles;
+delay histograms over fixed bin edges. All times are integer nanoseconds.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterable, Sequence
@@ -121,3 +122,20 @@ def percentiles(values: Iterable[int], ps: Sequence[float] = (50, 90, 99)) -> di
         rank = max(1, math.ceil(p / 100 * len(ordered)))
         out[p] = ordered[rank - 1]
     return out
+
+
+def histogram(values: Iterable[int], edges: Sequence[int]) -> tuple[int, ...]:
+    """Counts of `values` per bin of ascending `edges`: len(edges) + 1 bins, bin i holding
+    [edges[i-1], edges[i]) (the first from minus infinity, the last to infinity), so a value
+    equal to an edge falls in the bin that edge opens. No edges: ().
+
+    ValueError when the edges are not strictly ascending (a bin would be empty by definition).
+    """
+    if not edges:
+        return ()
+    if any(b <= a for a, b in itertools.pairwise(edges)):
+        raise ValueError(f"histogram edges must be strictly ascending, not {list(edges)}")
+    counts = [0] * (len(edges) + 1)
+    for value in values:
+        counts[bisect.bisect_right(edges, value)] += 1
+    return tuple(counts)

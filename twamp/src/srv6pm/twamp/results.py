@@ -1,6 +1,7 @@
 """Measurement results of a Session-Sender: loss per block (alternate marking counters carried
-in the Direct Measurement TLV, RFC 8972 section 4.5; RFC 9341), delay per probe (RFC 8762) and
-per block (the probes sent in it, aggregated)."""
+in the Direct Measurement TLV, RFC 8972 section 4.5; RFC 9341), delay per probe (RFC 8762),
+per block (the probes sent in it, aggregated, with an optional histogram) and the changes of
+the probed path's liveness (liveness.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .maths import ipdv_mean_abs, percentiles
+from .liveness import LivenessChange
+from .maths import histogram, ipdv_mean_abs, percentiles
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,8 @@ class DelayResult:
 
 @dataclass(frozen=True)
 class DelayStats:
-    """One delay's distribution over a block's replies (ns; nearest-rank percentiles)."""
+    """One delay's distribution over a block's replies (ns; nearest-rank percentiles), with
+    the replies per bin when the session has histogram edges (maths.histogram)."""
 
     samples: int
     min_ns: int
@@ -59,10 +62,14 @@ class DelayStats:
     max_ns: int
     mean_ns: int
     jitter_ns: int  # RFC 3393 mean |IPDV| of consecutive replies
+    histogram: tuple[int, ...] = ()  # len(edges) + 1 counts; () without edges
 
     @classmethod
-    def of(cls, delays: Sequence[int], previous: int | None) -> DelayStats | None:
-        """`delays` in sequence order; `previous`: the session's reply before the first."""
+    def of(
+        cls, delays: Sequence[int], previous: int | None, edges_ns: Sequence[int] = ()
+    ) -> DelayStats | None:
+        """`delays` in sequence order; `previous`: the session's reply before the first;
+        `edges_ns`: the histogram's bin edges, ascending (none: no histogram)."""
         if not delays:
             return None
         p = percentiles(delays, (50, 90, 99))
@@ -75,6 +82,7 @@ class DelayStats:
             max(delays),
             round(sum(delays) / len(delays)),
             ipdv_mean_abs(delays, previous),
+            histogram(delays, edges_ns),
         )
 
 
@@ -90,6 +98,7 @@ class DelayBlock:
     forward: DelayStats | None  # None: clocks not both synchronised (one_way_reason says)
     reverse: DelayStats | None
     one_way_reason: str = ""
+    histogram_edges_ns: tuple[int, ...] = ()  # the bins of every DelayStats' histogram
 
 
 class ResultSink(Protocol):
@@ -98,6 +107,7 @@ class ResultSink(Protocol):
     def add_loss(self, result: LossResult) -> None: ...
     def add_delay(self, result: DelayResult) -> None: ...
     def add_delay_block(self, result: DelayBlock) -> None: ...
+    def add_liveness(self, change: LivenessChange) -> None: ...
 
 
 class ResultStore:
@@ -108,6 +118,7 @@ class ResultStore:
         self.loss: deque[LossResult] = deque(maxlen=capacity)
         self.delay: deque[DelayResult] = deque(maxlen=capacity)
         self.delay_blocks: deque[DelayBlock] = deque(maxlen=capacity)
+        self.liveness: deque[LivenessChange] = deque(maxlen=capacity)
         self.evicted = 0
 
     def add_loss(self, result: LossResult) -> None:
@@ -121,3 +132,7 @@ class ResultStore:
     def add_delay_block(self, result: DelayBlock) -> None:
         self.evicted += len(self.delay_blocks) == self.delay_blocks.maxlen
         self.delay_blocks.append(result)
+
+    def add_liveness(self, change: LivenessChange) -> None:
+        self.evicted += len(self.liveness) == self.liveness.maxlen
+        self.liveness.append(change)

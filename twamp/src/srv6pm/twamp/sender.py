@@ -5,7 +5,11 @@ k+1, the probe carries this node's TX count of block k of the forward flow (S_Tx
 adds its RX count of the forward flow and TX count of the reverse flow for block k (the block is
 derived from the probe's timestamp at both ends); the reply adds this node's RX count of the
 reverse flow. Delay: every probe gives T1..T4; delay probes may be sent more often than one per
-block. A probe without a reply before `timeout_ns` is lost, and so is its block's loss result.
+block; with histogram edges, each block's delays are also counted per bin. A probe without a
+reply before `timeout_ns` is lost, and so is its block's loss result. With liveness, every probe
+also tells whether the path is up (liveness.py): misses are decided at their deadline by the send
+loop, not when a later reply comes, so a failure is reported about `down_after` intervals after
+it began.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from . import codec
 from .counters import BlockCounters
 from .error_estimate import clock_error_estimate, is_ptp, is_synchronised
 from .errors import AuthenticationFailed, InvalidTimestamp, StampError
+from .liveness import LivenessChange, LivenessConfig, LivenessMonitor
 from .maths import block_of, two_way_delay_ns
 from .results import (
     DelayBlock,
@@ -60,6 +65,8 @@ class SenderConfig:
     # The first block with no loss result yet, when the session measured before (a restarted
     # node manager): blocks from there on get a result, measured or "not running".
     resume_from_block: int | None = None
+    liveness: LivenessConfig | None = None  # None: no liveness state
+    histogram_edges_ns: tuple[int, ...] = ()  # delay histogram bins of each block (none: ())
 
 
 @dataclass
@@ -105,6 +112,17 @@ class SenderSession:
         self._delay_blocks: dict[int, _BlockDelays] = {}  # block order (blocks only grow)
         self._last_reply: DelayResult | None = None  # jitter pairs it with the next block's first
         self._error_estimate = clock_error_estimate(self.config.clock_synchronised)
+        self.liveness = self._liveness_monitor()
+
+    def _liveness_monitor(self) -> LivenessMonitor | None:
+        """The session's liveness; its timeout defaults to the probe interval and never
+        exceeds the probe timeout, after which a reply is not matched any more."""
+        config = self.config
+        if config.liveness is None:
+            return None
+        interval = config.delay_interval_ns or config.period_ns
+        timeout = min(config.liveness.timeout_ns or interval, config.timeout_ns)
+        return LivenessMonitor(config.name, config.liveness, timeout)
 
     def set_clock_synchronised(self, synchronised: bool) -> None:
         """The clock gained or lost its external source: probes say so from now on (S bit),
@@ -136,6 +154,8 @@ class SenderSession:
             tlvs=tuple(tlvs),
         )
         self._pending[seq] = _Pending(t1, block, s_txc)
+        if self.liveness:
+            self.liveness.sent(seq, t1)
         delays = self._delay_blocks.setdefault(block_of(t1, self.config.period_ns), _BlockDelays())
         delays.sent += 1
         delays.pending += 1
@@ -168,6 +188,9 @@ class SenderSession:
             # also at the next block's start: the block just ended may be complete (delay record)
             next_block = (block_of(now, period) + 1) * period
             wake = min(next_loss, next_block, next_loss if next_delay is None else next_delay)
+            missed_at = self.liveness.deadline() if self.liveness else None
+            if missed_at is not None:
+                wake = min(wake, missed_at)
             await asyncio.sleep(max(0.0, (wake - self.clock()) / 1e9))
 
     def _resume(self, now: int, offset: int, resume: int) -> int:
@@ -212,6 +235,8 @@ class SenderSession:
             return
         del self._pending[reply.sender_seq]
         self.stats.received += 1
+        if self.liveness:
+            self._liveness_changed(self.liveness.replied(reply.sender_seq, datagram.received_ns))
         self._record_delay(reply, t2, t3, datagram.received_ns, pending)
         if pending.block is not None:
             self.results.add_loss(self._loss(reply, pending))
@@ -248,14 +273,17 @@ class SenderSession:
         replies = sorted(delays.replies, key=lambda r: r.sent_ns)
         last = self._last_reply
         one_way = bool(replies) and all(r.forward_ns is not None for r in replies)
-        two_way = DelayStats.of([r.two_way_ns for r in replies], last.two_way_ns if last else None)
+        edges = self.config.histogram_edges_ns
+        two_way = DelayStats.of(
+            [r.two_way_ns for r in replies], last.two_way_ns if last else None, edges
+        )
         forward = reverse = None
         if one_way:
             forward = DelayStats.of(
-                [r.forward_ns or 0 for r in replies], last.forward_ns if last else None
+                [r.forward_ns or 0 for r in replies], last.forward_ns if last else None, edges
             )
             reverse = DelayStats.of(
-                [r.reverse_ns or 0 for r in replies], last.reverse_ns if last else None
+                [r.reverse_ns or 0 for r in replies], last.reverse_ns if last else None, edges
             )
         if replies:
             self._last_reply = replies[-1]
@@ -273,6 +301,7 @@ class SenderSession:
             forward,
             reverse,
             reason,
+            edges,
         )
 
     def _loss(self, reply: codec.ReflectorPacket, pending: _Pending) -> LossResult:
@@ -319,3 +348,15 @@ class SenderSession:
                         LossResult(self.config.name, pending.block, None, None, False, "probe lost")
                     )
         self._close_delay_blocks(now)
+        if self.liveness:
+            self._liveness_changed(self.liveness.decide(now))
+
+    def _liveness_changed(self, changes: list[LivenessChange]) -> None:
+        for change in changes:
+            log.info(
+                "STAMP session %s is %s (%d probes in a row)",
+                change.session,
+                change.state.value,
+                change.consecutive,
+            )
+            self.results.add_liveness(change)
