@@ -139,10 +139,11 @@ def expected_loss(block: int) -> dict:
         return {
             "block": block,
             "start_ns": block * PERIOD_NS,
+            "segment_list": "",
             "forward": invalid,
             "reverse": invalid,
         }
-    out = {"block": block, "start_ns": block * PERIOD_NS}
+    out = {"block": block, "start_ns": block * PERIOD_NS, "segment_list": ""}
     for direction, tx, lost in (
         ("forward", 100, forward_lost(block)),
         ("reverse", 50, reverse_lost(block)),
@@ -250,6 +251,7 @@ def test_delay_per_block_has_two_way_statistics_and_says_why_one_way_is_missing(
         "jitter_ns": 10,
         "valid": True,
         "reason": "",
+        "histogram": None,
     }
     for direction in ("forward", "reverse"):
         assert first[direction]["valid"] is False

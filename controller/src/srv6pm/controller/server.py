@@ -17,6 +17,7 @@ from .api.metrics import ControllerCollector
 from .config import Settings
 from .service.auth import AuthService
 from .service.fleet import FleetService
+from .service.liveness import LivenessService
 from .service.reconciler import Reconciler
 from .service.results import ResultsService
 from .service.thresholds import ThresholdService
@@ -50,6 +51,7 @@ def build(settings: Settings, reconcile: bool = True) -> tuple[Services, Store, 
         fleet=FleetService(db, settings.marking_mode, reconciler.wake if reconciler else _nothing),
         auth=AuthService(db),
         results=ResultsService(influx),
+        liveness=LivenessService(influx),
         thresholds=ThresholdService(db, influx),
         reconciler=reconciler,
         default_stamp_key=settings.stamp_key(),

@@ -11,11 +11,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from .. import __doc__ as about
 from . import problems
 from .deps import Services
-from .routes import admin, local_sids, nodes, policies, results, sessions, thresholds
+from .routes import (
+    admin,
+    liveness,
+    local_sids,
+    nodes,
+    policies,
+    policy_results,
+    results,
+    sessions,
+    thresholds,
+)
 
 Responses = dict[int | str, dict[str, Any]]
 _NOT_FOUND: Responses = {404: {"description": "no such object (problem details)"}}
 _CONFLICT: Responses = {409: {"description": "clashes with what exists (problem details)"}}
+_UNAVAILABLE: Responses = {503: {"description": "InfluxDB could not answer (problem details)"}}
 _EXHAUSTED: Responses = {507: {"description": "no identifier left to allocate (problem details)"}}
 # The problems each group of routes may answer besides 400, 401, 403 and 422 (api/problems.py)
 ERRORS: dict[str, Responses] = {
@@ -23,10 +34,9 @@ ERRORS: dict[str, Responses] = {
     local_sids.__name__: {**_NOT_FOUND, **_CONFLICT},
     policies.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
     sessions.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
-    results.__name__: {
-        **_NOT_FOUND,
-        503: {"description": "InfluxDB could not answer (problem details)"},
-    },
+    results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
+    policy_results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
+    liveness.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
     thresholds.__name__: _NOT_FOUND,
     admin.__name__: {**_NOT_FOUND, **_CONFLICT},
 }
@@ -46,7 +56,8 @@ def create_app(services: Services, registry: CollectorRegistry | None = None) ->
     )
     app.state.services = services
     problems.install(app)
-    for module in (nodes, local_sids, policies, sessions, results, thresholds, admin):
+    routes = (nodes, local_sids, policies, sessions, results, policy_results, liveness)
+    for module in (*routes, thresholds, admin):
         app.include_router(module.router, responses=ERRORS[module.__name__])
 
     @app.get("/healthz", include_in_schema=False)

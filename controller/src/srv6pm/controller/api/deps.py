@@ -10,6 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..service.auth import AuthService, Principal
 from ..service.fleet import FleetService
+from ..service.liveness import LivenessService
 from ..service.reconciler import Reconciler
 from ..service.results import ResultsService
 from ..service.thresholds import ThresholdService
@@ -20,6 +21,7 @@ class Services:
     fleet: FleetService
     auth: AuthService
     results: ResultsService
+    liveness: LivenessService
     thresholds: ThresholdService
     reconciler: Reconciler | None
     default_stamp_key: bytes = b""  # sessions created without hmac_key get it

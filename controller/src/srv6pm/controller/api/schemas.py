@@ -305,9 +305,15 @@ class DirectionLoss(BaseModel):
     reason: str | None = None
 
 
+SEGMENT_LIST = Field(
+    "", description="the policy's segment list the session probes ('': the policy's only one)"
+)
+
+
 class LossBlock(BaseModel):
     block: int
     start_ns: int
+    segment_list: str = SEGMENT_LIST
     forward: DirectionLoss | None = None
     reverse: DirectionLoss | None = None
 
@@ -335,6 +341,14 @@ class LossIntervals(BaseModel):
     items: list[LossInterval]
 
 
+class Histogram(BaseModel):
+    """Replies per delay bin: bin i holds delays in [edges_ns[i-1], edges_ns[i]), the first
+    from minus infinity, the last (len(edges_ns)) to infinity."""
+
+    edges_ns: list[int]
+    counts: list[int]
+
+
 class DelayStats(BaseModel):
     probes_sent: int | None = None
     probes_lost: int | None = None
@@ -348,11 +362,13 @@ class DelayStats(BaseModel):
     jitter_ns: int | None = None
     valid: bool
     reason: str | None = None
+    histogram: Histogram | None = Field(None, description="null: the session has no bin edges")
 
 
 class DelayBlock(BaseModel):
     block: int
     start_ns: int
+    segment_list: str = SEGMENT_LIST
     two_way: DelayStats | None = None
     forward: DelayStats | None = None
     reverse: DelayStats | None = None
@@ -362,6 +378,85 @@ class DelayPage(BaseModel):
     session: str
     items: list[DelayBlock]
     next_after_block: int | None
+
+
+# ---- a policy's results over its segment lists ---------------------------------------------------
+
+
+class SegmentListLoss(LossBlock):
+    session: str
+
+
+class PolicyLossTotal(BaseModel):
+    """A direction's sum over the block's valid segment lists."""
+
+    tx: int | None
+    rx: int | None
+    lost: int | None
+    loss_ratio: float | None
+    segment_lists: int = Field(description="segment lists summed")
+    not_measured: list[str] = Field(
+        description="segment lists measured around this block but not in it: the sum lacks them"
+    )
+
+
+class PolicyLossBlock(BaseModel):
+    block: int
+    start_ns: int
+    segment_lists: list[SegmentListLoss]
+    total: dict[Literal["forward", "reverse"], PolicyLossTotal]
+
+
+class PolicyLossPage(BaseModel):
+    policy: str
+    items: list[PolicyLossBlock]
+    next_after_block: int | None = Field(description="pass as after_block for the next page")
+
+
+class SegmentListDelay(DelayBlock):
+    session: str
+
+
+class PolicyDelayBlock(BaseModel):
+    block: int
+    start_ns: int
+    segment_lists: list[SegmentListDelay]
+
+
+class PolicyDelayPage(BaseModel):
+    policy: str
+    items: list[PolicyDelayBlock]
+    next_after_block: int | None
+
+
+# ---- liveness ---------------------------------------------------------------------------------
+
+
+class LivenessChange(BaseModel):
+    at_ns: int = Field(description="send time of the probe that decided it (ns)")
+    session: str
+    segment_list: str = SEGMENT_LIST
+    src_node: str
+    dst_node: str
+    state: Literal["up", "down", "unknown"]
+    previous: Literal["up", "down"] | None = Field(description="null: the first state")
+    consecutive: int = Field(description="replies received (up) or missed (down) in a row")
+
+
+class Liveness(BaseModel):
+    current: list[LivenessChange] = Field(
+        description="per session and segment list, its last change: the state now and since when"
+    )
+    changes: list[LivenessChange] = Field(description="the changes in the range, oldest first")
+    next_start: int | None = Field(description="pass as start for the next page of changes")
+
+
+class SessionLiveness(Liveness):
+    session: str
+
+
+class PolicyLiveness(Liveness):
+    policy: str
 
 
 class HopCountOut(BaseModel):

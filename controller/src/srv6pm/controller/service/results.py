@@ -1,6 +1,7 @@
-"""Loss, delay and per-hop counts of a session, read back from InfluxDB.
+"""Loss, delay and per-hop counts of a session or a policy, read back from InfluxDB.
 
-Blocks come a page at a time (both directions of a block together), or summed per interval;
+Blocks come a page at a time (both directions of a block together, one item per segment list),
+or summed per interval; a policy's blocks roll its segment lists up (loss: their sum per block);
 localisation gives, for one block, what every node of each direction's path counted and the loss
 on each segment between them.
 """
@@ -17,6 +18,7 @@ from ..domain.errors import Invalid, NotFound
 from ..domain.localisation import HopCount, SegmentLoss, segments
 from ..domain.model import Fleet
 from ..domain.paths import path
+from ..domain.rollup import loss_total
 
 LOSS_FIELDS = ("block", "tx", "rx", "lost", "loss_ratio", "valid", "reason")
 DELAY_FIELDS = (
@@ -35,6 +37,25 @@ DELAY_FIELDS = (
     "reason",
 )
 INTERVALS = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
+# The delay histogram: one field per bin, named by its upper edge in ns (docs/RESULTS.md)
+BIN_PREFIX = "hist_lt_"
+BINS = f"/^{BIN_PREFIX}/"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose results: a session's or a policy's (`tag`), all segment lists or one of them ("":
+    a policy's only one, whose points have no segment_list tag)."""
+
+    tag: str
+    name: str
+    segment_list: str | None = None
+
+    def where(self) -> str:
+        out = f'"{self.tag}" = {string_literal(self.name)}'
+        if self.segment_list is not None:
+            out += f' AND "segment_list" = {string_literal(self.segment_list)}'
+        return out
 
 
 @dataclass(frozen=True)
@@ -61,37 +82,73 @@ class ResultsService:
     def __init__(self, influx: InfluxResults) -> None:
         self._influx = influx
 
-    def _where(self, session: str, window: Window) -> str:
+    def _where(self, scope: Scope, window: Window) -> str:
         return (
-            f'"session" = {string_literal(session)} AND time >= {window.start_ns} '
+            f"{scope.where()} AND time >= {window.start_ns} "
             f"AND time < {window.end_ns} AND block > {window.after_block}"
         )
 
-    def blocks(self, measurement: str, session: str, window: Window) -> list[dict[str, Any]]:
-        """One item per block: its start and each direction's fields, oldest first."""
-        fields = LOSS_FIELDS if measurement == "loss" else DELAY_FIELDS
+    def blocks(self, measurement: str, scope: Scope, window: Window) -> list[dict[str, Any]]:
+        """One item per block, segment list and session: its start and each direction's
+        fields, oldest first; the page holds every item of its first `window.limit` blocks."""
+        fields = LOSS_FIELDS if measurement == "loss" else (*DELAY_FIELDS, BINS)
+        # LIMIT applies per series (one point per block each): the first `limit` blocks of the
+        # union are complete in every series
         rows = self._influx.rows(
             f"SELECT {', '.join(fields)} FROM {measurement} "
-            f"WHERE {self._where(session, window)} GROUP BY direction "
+            f"WHERE {self._where(scope, window)} GROUP BY direction, segment_list, session "
             f"ORDER BY time ASC LIMIT {window.limit}"
         )
-        by_block: dict[int, dict[str, Any]] = {}
+        pages = sorted({row["block"] for row in rows})[: window.limit]
+        items: dict[tuple[int, str, str], dict[str, Any]] = {}
         for row in rows:
-            item = by_block.setdefault(
-                row["block"], {"block": row["block"], "start_ns": row["time"]}
+            if pages and row["block"] > pages[-1]:
+                continue
+            key = (row["block"], row["segment_list"], row["session"])
+            item = items.setdefault(
+                key,
+                {
+                    "block": row["block"],
+                    "start_ns": row["time"],
+                    "segment_list": row["segment_list"],
+                    "session": row["session"],
+                },
             )
-            item[row["direction"]] = {k: row[k] for k in fields if k != "block"}
-        return [by_block[b] for b in sorted(by_block)][: window.limit]
+            item[row["direction"]] = _direction(row, fields)
+        return [items[k] for k in sorted(items)]
+
+    def policy_blocks(self, measurement: str, scope: Scope, window: Window) -> list[dict[str, Any]]:
+        """A policy's blocks: per block, its segment lists' items; loss adds their total."""
+        by_block: dict[int, dict[str, Any]] = {}
+        for item in self.blocks(measurement, scope, window):
+            block = by_block.setdefault(
+                item["block"],
+                {"block": item["block"], "start_ns": item["start_ns"], "segment_lists": []},
+            )
+            block["segment_lists"].append(item)
+        if measurement == "loss":
+            measured = {
+                (i["segment_list"], i["session"])
+                for b in by_block.values()
+                for i in b["segment_lists"]
+            }
+            for block in by_block.values():
+                block["total"] = {
+                    d: loss_total(block["segment_lists"], d, measured)
+                    for d in ("forward", "reverse")
+                }
+        return [by_block[b] for b in sorted(by_block)]
 
     def loss_per_interval(
-        self, session: str, window: Window, interval: str
+        self, scope: Scope, window: Window, interval: str
     ) -> list[dict[str, Any]]:
-        """Sums per interval and direction: blocks, valid blocks, tx, rx, lost, loss ratio."""
+        """Sums per interval and direction (over every segment list in scope): blocks, valid
+        blocks, tx, rx, lost, loss ratio."""
         if interval not in INTERVALS:
             raise Invalid(f"interval must be one of {', '.join(INTERVALS)}")
         rows = self._influx.rows(
             "SELECT count(valid) AS blocks, count(tx) AS valid_blocks, sum(tx) AS tx, "
-            f"sum(rx) AS rx, sum(lost) AS lost FROM loss WHERE {self._where(session, window)} "
+            f"sum(rx) AS rx, sum(lost) AS lost FROM loss WHERE {self._where(scope, window)} "
             f"GROUP BY time({interval}), direction fill(none) LIMIT {window.limit}"
         )
         for row in rows:
@@ -136,3 +193,28 @@ class ResultsService:
                 )
             )
         return out
+
+
+def _direction(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """One direction's fields of a row; the delay histogram's bins as edges and counts."""
+    out = {k: row[k] for k in fields if k not in ("block", BINS)}
+    if BINS in fields:
+        out["histogram"] = histogram(row)
+    return out
+
+
+def histogram(row: dict[str, Any]) -> dict[str, list[int]] | None:
+    """`{"edges_ns", "counts"}` from a row's `hist_lt_<edge>` columns; None without bins. A
+    row holds only its own session's bins: other edges' columns are null in it."""
+    bins = {
+        k.removeprefix(BIN_PREFIX): v
+        for k, v in row.items()
+        if k.startswith(BIN_PREFIX) and v is not None
+    }
+    if not bins:
+        return None
+    edges = sorted(int(e) for e in bins if e != "inf")
+    return {
+        "edges_ns": edges,
+        "counts": [bins[str(e)] for e in edges] + [bins.get("inf", 0)],
+    }

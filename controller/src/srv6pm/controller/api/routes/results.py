@@ -1,4 +1,5 @@
-"""/v1/sessions/{name}/loss|delay|hops: results as InfluxDB holds them."""
+"""/v1/sessions/{name}/loss|delay|hops: results as InfluxDB holds them, one item per block and
+segment list (a session probes one segment list of its policy; `segment_list` picks one)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ...service.fleet import SESSION
-from ...service.results import INTERVALS, Window
+from ...service.results import INTERVALS, Scope, Window
 from .. import schemas
 from ..deps import Reader, Svc
 
@@ -20,16 +21,25 @@ Start = Annotated[
 End = Annotated[int | None, Query(ge=0, description="until, excluded (ns; default: now)")]
 Limit = Annotated[int, Query(ge=1, le=10_000, description="blocks per page")]
 After = Annotated[int, Query(ge=-1, description="only blocks after this one (paging)")]
+SegmentList = Annotated[
+    str | None,
+    Query(
+        max_length=256,
+        description="only this segment list ('': a policy's only one; default: every one)",
+    ),
+]
 HOUR_NS = 3600 * 10**9
 
 
-def _window(start: int | None, end: int | None, limit: int, after: int) -> Window:
+def window(start: int | None, end: int | None, limit: int, after: int) -> Window:
     end = end if end is not None else time.time_ns()
     return Window(start if start is not None else end - HOUR_NS, end, limit, after)
 
 
-def _next(items: list[schemas.LossBlock] | list[schemas.DelayBlock], limit: int) -> int | None:
-    return items[-1].block if len(items) == limit else None
+def next_after(blocks: list[int], limit: int) -> int | None:
+    """A page holds `limit` blocks (each with all its segment lists): if full, there may be more."""
+    distinct = sorted(set(blocks))
+    return distinct[-1] if len(distinct) == limit else None
 
 
 @router.get("/loss", response_model=schemas.LossPage)
@@ -41,12 +51,15 @@ def loss(
     end: End = None,
     limit: Limit = 100,
     after_block: After = -1,
+    segment_list: SegmentList = None,
 ) -> schemas.LossPage:
-    """Loss per block, both directions (a page, oldest first)."""
+    """Loss per block and segment list, both directions (a page of blocks, oldest first)."""
     svc.fleet.get(SESSION, name)
-    blocks = svc.results.blocks("loss", name, _window(start, end, limit, after_block))
+    scope = Scope("session", name, segment_list)
+    blocks = svc.results.blocks("loss", scope, window(start, end, limit, after_block))
     items = [schemas.LossBlock.model_validate(b) for b in blocks]
-    return schemas.LossPage(session=name, items=items, next_after_block=_next(items, limit))
+    after = next_after([i.block for i in items], limit)
+    return schemas.LossPage(session=name, items=items, next_after_block=after)
 
 
 @router.get("/loss/intervals", response_model=schemas.LossIntervals)
@@ -58,10 +71,12 @@ def loss_intervals(
     start: Start = None,
     end: End = None,
     limit: Limit = 1000,
+    segment_list: SegmentList = None,
 ) -> schemas.LossIntervals:
-    """Loss summed per interval and direction."""
+    """Loss summed per interval and direction, over every segment list or one."""
     svc.fleet.get(SESSION, name)
-    rows = svc.results.loss_per_interval(name, _window(start, end, limit, -1), interval)
+    scope = Scope("session", name, segment_list)
+    rows = svc.results.loss_per_interval(scope, window(start, end, limit, -1), interval)
     items = [schemas.LossInterval.model_validate(r) for r in rows]
     return schemas.LossIntervals(session=name, interval=interval, items=items)
 
@@ -75,12 +90,16 @@ def delay(
     end: End = None,
     limit: Limit = 100,
     after_block: After = -1,
+    segment_list: SegmentList = None,
 ) -> schemas.DelayPage:
-    """Delay per block: two-way, and one-way when the clocks are synchronised."""
+    """Delay per block and segment list: two-way, and one-way when the clocks are synchronised;
+    with the replies per delay bin when the session has bin edges."""
     svc.fleet.get(SESSION, name)
-    blocks = svc.results.blocks("delay", name, _window(start, end, limit, after_block))
+    scope = Scope("session", name, segment_list)
+    blocks = svc.results.blocks("delay", scope, window(start, end, limit, after_block))
     items = [schemas.DelayBlock.model_validate(b) for b in blocks]
-    return schemas.DelayPage(session=name, items=items, next_after_block=_next(items, limit))
+    after = next_after([i.block for i in items], limit)
+    return schemas.DelayPage(session=name, items=items, next_after_block=after)
 
 
 @router.get("/hops", response_model=schemas.Hops)
