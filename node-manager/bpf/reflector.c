@@ -8,15 +8,16 @@
  * userspace reflector does (RFC 8972 section 4, RFC 9503): Extra Padding is returned; Direct
  * Measurement gets this node's counts of the session's forward and reverse flows in the block
  * of the sender's timestamp (published by the node manager once the block is closed); a Return
- * Path naming the SID list declared for this sender and session is returned (the node's route
- * for the sender already takes it); Class of Service gets the DSCP and ECN the probe arrived with,
+ * Path naming the SID list declared for this sender and session is returned (the reply carries
+ * the session's mark, which the node's rule for it steers into that SID list); Class of Service gets the DSCP and ECN the probe arrived with,
  * and the reply leaves with the DSCP it asks for unless the operator's list refuses it (RP set).
  * Each comes back with no flag set. A probe that
  * arrives SRv6-encapsulated for one of the node's decapsulating SIDs (End.DT6: segments left 0,
  * an IPv6 packet inside) is decapsulated first, as End.DT6 would. The reply then continues into
- * the kernel's routing: its destination is the sender, whose /128 SR policy (the session's
- * declared return path) encapsulates it, so it leaves on the return SID list and is marked and
- * counted as a packet of the reverse flow like any other.
+ * the kernel's routing: its destination is the sender, and its mark (reply_mark_base + SSID,
+ * set when the session declared a return path for this sender) selects the node manager's
+ * /128 SR policy for it, which encapsulates it into the session's return SID list, where it is
+ * marked and counted as a packet of the reverse flow like any other.
  *
  * Everything else passes unchanged (TC_ACT_UNSPEC: the next filter, then the stack), to the
  * userspace reflector, which stays the reference: authenticated mode, other or malformed TLVs,
@@ -99,6 +100,8 @@ struct reflector_config {
 	__u8 enabled;
 	__u8 stateful;
 	__u8 pad[2];
+	__u32 reply_mark_base;	 /* replies of a declared return path carry this + SSID (0: none) */
+	__u8 pad2[4];
 };
 
 struct sequence_key {
@@ -606,6 +609,10 @@ int srv6pm_reflect(struct __sk_buff *skb)
 	    bpf_l4_csum_replace(skb, l4 + offsetof(struct udphdr, check), 0, csum,
 				BPF_F_MARK_MANGLED_0) < 0)
 		goto failed;
+	/* The mark steers the reply into the session's declared return path (the node manager's
+	 * rule and table for it), whatever the sender's address is routed by. */
+	if (cfg->reply_mark_base && bpf_map_lookup_elem(&srv6pm_reflector_paths, &w.key))
+		skb->mark = cfg->reply_mark_base + bpf_ntohs(w.key.ssid);
 	count(STAT_REFLECTED);
 	return TC_ACT_UNSPEC;
 failed:

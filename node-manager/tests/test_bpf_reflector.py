@@ -172,7 +172,9 @@ def userspace_reply(
     traffic class it leaves with (its socket's 0 unless Class of Service asks)."""
     sent: list[tuple[bytes, int]] = []
 
-    def send(data: bytes, _to: object, traffic_class: int | None, _ifindex: object) -> bool:
+    def send(
+        data: bytes, _to: object, traffic_class: int | None, _ifindex: object, _mark: object = None
+    ) -> bool:
         sent.append((data, traffic_class or 0))
         return True
 

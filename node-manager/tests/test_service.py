@@ -41,6 +41,7 @@ class MemoryDriver:
     calls: int = 0
     reflection: KernelReflection | None = None
     published: list = field(default_factory=list)
+    steering: list = field(default_factory=list)
 
     def capabilities(self):
         return Capabilities(
@@ -51,10 +52,29 @@ class MemoryDriver:
         return frozenset({"lo", "r1-r2"})
 
     def policies(self):
+        # as a kernel reads them back: no names, no protection; a single route has a device
         return [
-            p if p.device else SrPolicy("", p.prefix, p.segments, p.mode, "r1-r2", p.table)
+            replace(
+                p,
+                name="",
+                protection=False,
+                device=p.device or ("" if p.segment_lists else "r1-r2"),
+                segment_lists=tuple(replace(sl, name="") for sl in p.segment_lists),
+            )
             for p in self.pols
         ]
+
+    def probe_routes(self):
+        return list(self.steering)
+
+    def add_probe_route(self, r):
+        self.calls += 1
+        self.steering = [x for x in self.steering if (x.mark, x.address) != (r.mark, r.address)]
+        self.steering.append(r)
+
+    def remove_probe_route(self, r):
+        self.calls += 1
+        self.steering = [x for x in self.steering if x != r]
 
     def add_policy(self, p):
         self.calls += 1

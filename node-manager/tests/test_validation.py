@@ -1,9 +1,12 @@
+from dataclasses import replace
+
 import pytest
-from srv6pm.common.srv6 import Behaviour, MarkingMode, Role
+from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.node_manager.api import convert
 from srv6pm.node_manager.domain import validation
 from srv6pm.node_manager.domain.errors import InvalidArgument
 from srv6pm.node_manager.domain.model import (
+    Liveness,
     LocalSid,
     Marking,
     MonitoredFlow,
@@ -11,6 +14,7 @@ from srv6pm.node_manager.domain.model import (
     Reflector,
     ReflectorSession,
     ReturnPath,
+    SegmentList,
     SenderSession,
     SrPolicy,
 )
@@ -116,12 +120,65 @@ def test_dscp_mode_needs_no_flowmon_id():
     assert validation.node_state(NodeState(marking=DSCP, flows=(f,))).flows == (f,)
 
 
-def test_a_sender_gets_one_return_path():
-    path = ReturnPath("fcf0:12::1", ("fc00:0:2::e", "fc00:0:1::d6"))
-    sessions = tuple(ReflectorSession(i, "f", "f", (path,)) for i in (1, 2))
+def test_sessions_of_one_sender_return_on_their_own_paths_but_each_on_one():
+    """Replies are steered by each session's mark, not by the sender's address: sessions from
+    one sender may return on different segment lists, a session on one only."""
+    one = ReturnPath("fcf0:12::1", ("fc00:0:2::e", "fc00:0:1::d6"))
+    other = ReturnPath("fcf0:12::1", ("fc00:0:3::e", "fc00:0:1::d6"))
+    sessions = (ReflectorSession(1, "f", "f", (one,)), ReflectorSession(2, "f", "f", (other,)))
     state = NodeState(flows=(FLOW,), reflector=Reflector(True, "fc00::9", sessions=sessions))
-    with pytest.raises(InvalidArgument, match="duplicate return path senders: fcf0:12::1"):
+    assert validation.node_state(state).reflector.sessions == sessions
+    twice = (ReflectorSession(1, "f", "f", (one, other)),)
+    state = NodeState(flows=(FLOW,), reflector=Reflector(True, "fc00::9", sessions=twice))
+    with pytest.raises(InvalidArgument, match="duplicate return paths of a session: 1 to"):
         validation.node_state(state)
+
+
+def _policy(*lists: SegmentList, **kw: object) -> NodeState:
+    policy = SrPolicy("p", "fd00::/64", (), segment_lists=lists)
+    return NodeState(policies=(replace(policy, **kw),))  # type: ignore[arg-type]
+
+
+def test_segment_lists_are_named_weighted_and_distinct():
+    a, b = ("fc00:0:2::e", "fc00:0:4::d6"), ("fc00:0:3::e", "fc00:0:4::d6")
+    got = validation.node_state(_policy(SegmentList("", a), SegmentList("", b, 3))).policies[0]
+    assert got.segments == () and got.segment_lists == (
+        SegmentList("sl0", a, 1),
+        SegmentList("sl1", b, 3),
+    )
+    # one segment list is a plain policy
+    assert validation.node_state(_policy(SegmentList("x", a, 5))).policies[0].segments == a
+    for lists, kw, error in (
+        ((SegmentList("", a), SegmentList("", a)), {}, "duplicate segment lists"),
+        ((SegmentList("x", a), SegmentList("x", b)), {}, "duplicate segment list names"),
+        ((SegmentList("", a, 257), SegmentList("", b)), {}, "weight 257 is not 1 to 256"),
+        ((SegmentList("", a), SegmentList("", b)), {"mode": EncapMode.INLINE}, "encap or"),
+        ((SegmentList("", a),), {"segments": a}, "segments or segment_lists, not both"),
+    ):
+        with pytest.raises(InvalidArgument, match=error):
+            validation.node_state(_policy(*lists, **kw))
+
+
+def test_liveness_and_histogram_edges_are_checked():
+    s = SenderSession("s", 1, "fc00::1", forward_flow="", reverse_flow="")
+    live = validation.node_state(
+        NodeState(sessions=(replace(s, liveness=Liveness(True, 3, 2, 0)),))
+    )
+    assert live.sessions[0].liveness == Liveness(True, 3, 2, 0)
+    for bad, error in (
+        ({"liveness": Liveness(True, 0)}, "down_after 0 is not 1 to 255"),
+        ({"liveness": Liveness(True, 3, 1, 5)}, "liveness timeout below 10 ms"),
+        ({"histogram_edges_us": (100, 100)}, "ascending"),
+        ({"histogram_edges_us": tuple(range(1, 12))}, "11 histogram edges, at most 10"),
+    ):
+        with pytest.raises(InvalidArgument, match=error):
+            validation.node_state(NodeState(sessions=(replace(s, **bad),)))  # type: ignore[arg-type]
+
+
+def test_sender_sessions_of_a_node_have_distinct_ssids():
+    s = SenderSession("s", 1, "fc00::1", forward_flow="", reverse_flow="")
+    with pytest.raises(InvalidArgument, match="duplicate session SSIDs: 1"):
+        validation.node_state(NodeState(sessions=(s, replace(s, name="t"))))
 
 
 def test_a_session_names_both_flows_or_neither():

@@ -116,6 +116,7 @@ class Sent:
     destination: tuple[str, int]
     traffic_class: int | None
     ifindex: int | None
+    mark: int | None = None
 
 
 SENDER, RETURN = "2001:db8::1", ("fc00:0:2::e", "fc00:0:1::d6")
@@ -134,9 +135,10 @@ def make_reflector(packets: int | None = None, **config: object) -> tuple[Reflec
         to: tuple[str, int],
         traffic_class: int | None = None,
         ifindex: int | None = None,
+        mark: int | None = None,
     ) -> bool:
         reply = codec.decode_reflector(data, key, tlv_integrity="mark")  # type: ignore[arg-type]
-        sent.append(Sent(reply, to, traffic_class, ifindex))
+        sent.append(Sent(reply, to, traffic_class, ifindex, mark))
         return True
 
     settings = {"sessions": DECLARED, "port": 8620, **config}
@@ -331,3 +333,11 @@ def test_a_ptp_sender_timestamp_picks_the_direct_measurement_block_and_a_bad_one
     assert sent[0].reply.tlvs[0] == codec.DirectMeasurement(9, 41, 41)
     assert sent[1].reply.tlvs[0].flags == codec.FLAG_U
     assert reflector.stats.counters_unavailable == 1
+
+
+def test_replies_of_a_declared_session_carry_its_mark_and_others_none() -> None:
+    """The mark is what steers a session's replies into its declared return path."""
+    reflector, sent = make_reflector(reply_marks=lambda ssid: 0x5352_0000 + 0x10000 + ssid)
+    probe(reflector, ssid=7)
+    probe(reflector, ssid=8)
+    assert [s.mark for s in sent] == [0x5352_0000 + 0x10000 + 7, None]

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from srv6pm.common import settings
 
 from .drivers import registry
+from .service.desired import DEFAULT_STEERING_MARK_BASE
 
 
 class Settings(BaseSettings):
@@ -45,6 +46,14 @@ class Settings(BaseSettings):
         Path("/var/lib/srv6pm/node"), description="Flow names, slots and block snapshots."
     )
     bpf_object: Path | None = Field(None, description="Compiled monitor.o (default: packaged).")
+    steering_mark_base: int = Field(
+        DEFAULT_STEERING_MARK_BASE,
+        ge=1,
+        le=0xFFFFFFFF - 0x20000,
+        description="First of the 131072 packet marks (and routing tables of the same numbers) "
+        "that steer STAMP probes (+ SSID) and replies (+ 65536 + SSID) into the segment list "
+        "they measure. Move it if something else on the host uses marks in that range.",
+    )
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     clock_sync: Literal["auto", "yes", "no"] = Field(
         "auto",

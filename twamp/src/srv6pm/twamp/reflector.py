@@ -74,6 +74,7 @@ class Send(Protocol):
         destination: tuple[str, int],
         traffic_class: int | None = None,
         ifindex: int | None = None,
+        mark: int | None = None,
     ) -> bool: ...
 
 
@@ -113,6 +114,9 @@ class ReflectorConfig:
     sequences: Callable[[str, int], int | None] | None = None
     port: int = 862  # where it listens (Location TLV)
     allowed_dscp: frozenset[int] | None = None  # DSCP1 values replies may take; None: any
+    # the packet mark a session's replies carry (SSID -> mark): what steers them into the
+    # session's declared return path; None: replies are routed by destination
+    reply_marks: Callable[[int], int] | None = None
 
 
 @dataclass
@@ -122,6 +126,7 @@ class _Reply:
     wanted: bool = True
     traffic_class: int | None = None
     ifindex: int | None = None
+    mark: int | None = None
 
 
 class Reflector:
@@ -154,6 +159,8 @@ class Reflector:
             return
         tlvs = codec.reflect_tlvs(probe.tlvs, probe.integrity_failed)
         reply = _Reply()
+        if self.config.reply_marks and probe.ssid in self.config.sessions:
+            reply.mark = self.config.reply_marks(probe.ssid)
         if probe.integrity_failed:
             self.stats.tlv_integrity_failures += 1
         else:
@@ -182,7 +189,7 @@ class Reflector:
             late = bytearray(data)
             T3.pack_into(late, T3_OFFSET, from_unix_ns(self._clock(), ptp))
             data = bytes(late)
-        if self._send(data, datagram.source, reply.traffic_class, reply.ifindex):
+        if self._send(data, datagram.source, reply.traffic_class, reply.ifindex, reply.mark):
             self.stats.reflected += 1
 
     def _next_seq(self, source: str, probe: codec.SenderPacket) -> int:

@@ -22,6 +22,7 @@ SO_TIMESTAMPNS = 35  # linux/asm-generic/socket.h; Python has no name for it
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")
 _INT = struct.Struct("@i")
+_UINT = struct.Struct("@I")
 _PKTINFO = struct.Struct("@16sI")  # struct in6_pktinfo: address, interface index
 RECV_BUFFER = 65535
 ANCILLARY_BUFFER = 256
@@ -38,10 +39,13 @@ class Datagram:
     ifindex: int | None = None  # the interface it arrived on
 
 
-def open_socket(address: str, port: int, traffic_class: int = 0) -> socket.socket:
-    """A non-blocking UDP/IPv6 socket bound to [address]:port with receive metadata enabled."""
+def open_socket(address: str, port: int, traffic_class: int = 0, mark: int = 0) -> socket.socket:
+    """A non-blocking UDP/IPv6 socket bound to [address]:port with receive metadata enabled;
+    what it sends carries `mark` (policy routing picks the segment list by it: CAP_NET_ADMIN)."""
     sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     try:
+        if mark:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVTCLASS, 1)
@@ -87,10 +91,14 @@ def receive(sock: socket.socket) -> Datagram | None:
     )
 
 
-def ancillary(traffic_class: int | None, ifindex: int | None) -> list[tuple[int, int, bytes]]:
-    """sendmsg() control data: this datagram's Traffic Class, and the interface it must leave
-    by (the kernel picks the source address and route on that interface)."""
+def ancillary(
+    traffic_class: int | None, ifindex: int | None, mark: int | None = None
+) -> list[tuple[int, int, bytes]]:
+    """sendmsg() control data: this datagram's Traffic Class, the interface it must leave by
+    (the kernel picks the source address and route on that interface), and its packet mark."""
     out = []
+    if mark is not None:
+        out.append((socket.SOL_SOCKET, socket.SO_MARK, _UINT.pack(mark)))
     if traffic_class is not None:
         out.append((socket.IPPROTO_IPV6, socket.IPV6_TCLASS, _INT.pack(traffic_class)))
     if ifindex is not None:
@@ -118,13 +126,15 @@ class Endpoint:
         destination: tuple[str, int],
         traffic_class: int | None = None,
         ifindex: int | None = None,
+        mark: int | None = None,
     ) -> bool:
         """False when the kernel refused it (full buffer, no route): the probe is lost."""
         try:
-            if traffic_class is None and ifindex is None:
+            if traffic_class is None and ifindex is None and mark is None:
                 self.sock.sendto(data, destination)
             else:
-                self.sock.sendmsg([data], ancillary(traffic_class, ifindex), 0, destination)
+                control = ancillary(traffic_class, ifindex, mark)
+                self.sock.sendmsg([data], control, 0, destination)
         except OSError:
             return False
         return True

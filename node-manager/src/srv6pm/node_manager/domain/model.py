@@ -51,6 +51,17 @@ class SrPolicy:
 
 
 @dataclass(frozen=True)
+class ProbeRoute:
+    """STAMP packets to `address` that carry `mark` (the sending socket's, or set by the
+    in-kernel reflector) take `segments`: probes and replies follow exactly the segment list
+    they measure, whatever the address's own route. Data traffic is never steered by it."""
+
+    mark: int
+    address: str
+    segments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LocalSid:
     sid: str
     behaviour: Behaviour
@@ -136,6 +147,7 @@ class KernelReflection:
     # (sender address, SSID, SID list): the Return Path TLVs it may honour (declared ones)
     return_paths: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
+    reply_mark_base: int = 0  # replies on a declared return path carry this + SSID (ProbeRoute)
 
 
 DEFAULT_DOWN_AFTER = 3

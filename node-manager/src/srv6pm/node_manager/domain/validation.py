@@ -226,9 +226,10 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
             ReflectorSession(_ssid(s.ssid, where), s.forward_flow, s.reverse_flow, paths)
         )
     _unique((str(s.ssid) for s in sessions), "reflector session SSIDs")
-    # one /128 route per sender: it cannot take two return paths
+    # replies of one session are steered by one mark: one return path per sender
     _unique(
-        (path.sender_address for s in sessions for path in s.return_paths), "return path senders"
+        (f"{s.ssid} to {p.sender_address}" for s in sessions for p in s.return_paths),
+        "return paths of a session",
     )
     address = ipv6_address(r.address or "::", where)
     if r.enabled and ipaddress.IPv6Address(address).is_unspecified:
@@ -318,6 +319,7 @@ def node_state(state: NodeState) -> NodeState:
     names = {f.name for f in flows}
     sessions = tuple(sender(s, names) for s in state.sessions)
     _unique((s.name for s in sessions), "session names")
+    _unique((str(s.ssid) for s in sessions), "session SSIDs")  # each steers its own probes
     _unique((p.name for p in policies), "policy names")
     _unique((f"{p.prefix} (table {p.table})" for p in policies), "policy prefixes")
     _unique((f"{s.sid} (table {s.table})" for s in sids), "local SIDs")

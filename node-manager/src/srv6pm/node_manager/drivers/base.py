@@ -21,6 +21,7 @@ from ..domain.model import (
     LocalSid,
     Marking,
     MonitoredFlow,
+    ProbeRoute,
     SrPolicy,
 )
 
@@ -71,6 +72,14 @@ class DataPlaneDriver(Protocol):
     def add_policy(self, policy: SrPolicy) -> None: ...
 
     def remove_policy(self, policy: SrPolicy) -> None: ...
+
+    def probe_routes(self) -> list[ProbeRoute]:
+        """Steering of STAMP packets into the segment list they measure (by mark)."""
+        ...
+
+    def add_probe_route(self, route: ProbeRoute) -> None: ...
+
+    def remove_probe_route(self, route: ProbeRoute) -> None: ...
 
     def local_sids(self) -> list[LocalSid]: ...
 

@@ -7,8 +7,16 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from ..domain.errors import FailedPrecondition, InvalidArgument
-from ..domain.model import Changes, LocalSid, Marking, MonitoredFlow, NodeState, SrPolicy
+from ..domain.errors import FailedPrecondition
+from ..domain.model import (
+    Changes,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    NodeState,
+    ProbeRoute,
+    SrPolicy,
+)
 from ..drivers.base import Capabilities
 
 T = TypeVar("T")
@@ -56,6 +64,8 @@ class Diff:
     flow_add: list[MonitoredFlow]
     flow_del: list[MonitoredFlow]
     changes: tuple[Changes, Changes, Changes]  # policies, local SIDs, flows
+    route_add: list[ProbeRoute]
+    route_del: list[ProbeRoute]
 
 
 def diff(
@@ -64,8 +74,11 @@ def diff(
     sids: Sequence[LocalSid],
     flows: Sequence[MonitoredFlow],
     marking: Marking,
+    routes: Sequence[ProbeRoute] = (),
+    held_routes: Sequence[ProbeRoute] = (),
 ) -> Diff:
-    """`state` against the policies, SIDs, flows and marking the data plane holds."""
+    """`state` (and the probe steering `routes`) against the policies, SIDs, flows, marking
+    (and probe steering) the data plane holds."""
     pol_add, pol_del, pol_same = _diff(state.policies, policies, policy_key, _same_policy)
     sid_add, sid_del, sid_same = _diff(state.local_sids, sids, _sid_key, _same_sid)
     flow_add, flow_del, flow_same = _diff(state.flows, flows, lambda f: f.name, lambda a, b: a == b)
@@ -75,6 +88,9 @@ def diff(
         flow_add, flow_del, flow_same = list(state.flows), list(flows), 0
     changed = {a.name for a in flow_add}
     flow_del += [f for f in flows if f.name in changed and f not in flow_del]
+    route_add, route_del, _ = _diff(
+        routes, held_routes, lambda r: (r.mark, r.address), lambda a, b: a == b
+    )
     return Diff(
         pol_add,
         pol_del,
@@ -87,37 +103,39 @@ def diff(
             Changes(len(sid_add), len(sid_del), sid_same),
             Changes(len(flow_add), len(flow_del), flow_same),
         ),
+        route_add,
+        route_del,
     )
 
 
-def probe_policies(state: NodeState) -> tuple[SrPolicy, ...]:
-    """STAMP probes share the data's fate: a /128 policy steers each session's probes into
-    its direct SID list, and the replies to each declared sender into its return path
-    (RFC 9503). Only declared state makes routes: nothing a probe carries does.
+# Probe steering marks: a range of 2 x 65536 values, configurable (steering_mark_base) so it
+# stays clear of other users of packet marks on the host.
+DEFAULT_STEERING_MARK_BASE = 0x53520000
+REPLY_MARKS = 0x10000  # reflector replies' marks: after the senders' 65536
 
-    Routes go by destination, so sessions that send to, or reflect for, the same peer
-    address share one route: they must agree on its SID list."""
+
+def probe_routes(state: NodeState, mark_base: int) -> tuple[ProbeRoute, ...]:
+    """STAMP packets share the data's fate: each session's probes are steered into its
+    direct SID list, and the replies to each declared sender into its return path (RFC 9503),
+    by a mark of their own (`mark_base` + SSID for probes, + 65536 + SSID for replies), so
+    any number of segment lists may join the same two addresses. Only declared state makes
+    routes: nothing a probe carries does."""
     direct = (
-        (f"stamp:{s.name}", s.reflector_address, s.direct_segments)
+        ProbeRoute(mark_base + s.ssid, s.reflector_address, s.direct_segments)
         for s in state.sessions
         if s.direct_segments
     )
     sessions = state.reflector.sessions if state.reflector.enabled else ()
     back = (
-        (f"stamp-return:{r.sender_address}", r.sender_address, r.segments)
+        ProbeRoute(mark_base + REPLY_MARKS + s.ssid, r.sender_address, r.segments)
         for s in sessions
         for r in s.return_paths
     )
-    routes: dict[str, SrPolicy] = {}
-    for name, address, segments in (*direct, *back):
-        held = routes.setdefault(address, SrPolicy(name, f"{address}/128", segments))
-        if held.segments != segments:
-            raise InvalidArgument(
-                f"STAMP traffic to {address} would take two SID lists ({held.name}: "
-                f"{', '.join(held.segments)}; {name}: {', '.join(segments)}): probes and "
-                "replies are steered by destination, so they must agree"
-            )
-    return tuple(routes.values())
+    return (*direct, *back)
+
+
+def reply_mark(mark_base: int, ssid: int) -> int:
+    return mark_base + REPLY_MARKS + ssid
 
 
 def local_addresses(state: NodeState) -> set[str]:

@@ -17,7 +17,7 @@ MAIN_TABLE = 254
 
 
 def kernel_reflection(
-    state: NodeState, clock_synchronised: bool, period_ns: int
+    state: NodeState, clock_synchronised: bool, period_ns: int, reply_mark_base: int = 0
 ) -> KernelReflection | None:
     """What the in-kernel reflector takes over from the userspace one: unauthenticated probes
     (authenticated ones need the key and the HMAC: userspace), after decapsulation by an End.DT6
@@ -44,6 +44,7 @@ def kernel_reflection(
             for r in s.return_paths
         ),
         reflector.allowed_dscp,
+        reply_mark_base,
     )
 
 
@@ -52,14 +53,19 @@ class KernelReflectorFeed:
     synchronisation and the closed blocks' counts. Callers serialise `apply` and
     `set_clock_synchronised` (the node's apply lock)."""
 
-    def __init__(self, reflector: KernelReflector | None, period_ns: int) -> None:
+    def __init__(
+        self, reflector: KernelReflector | None, period_ns: int, reply_mark_base: int = 0
+    ) -> None:
         self._reflector = reflector
         self._period_ns = period_ns
+        self._reply_mark_base = reply_mark_base
         self._reflection: KernelReflection | None = None
         self._applied = False  # the first apply sets it, whatever it held before a restart
 
     def apply(self, state: NodeState, clock_synchronised: bool) -> None:
-        reflection = kernel_reflection(state, clock_synchronised, self._period_ns)
+        reflection = kernel_reflection(
+            state, clock_synchronised, self._period_ns, self._reply_mark_base
+        )
         if self._reflector and (reflection != self._reflection or not self._applied):
             self._reflector.apply(reflection)
         self._reflection, self._applied = reflection, True

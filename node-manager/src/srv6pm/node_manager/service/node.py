@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..domain import validation
 from ..domain.blocks import BlockClock
@@ -27,8 +27,10 @@ from ..drivers.base import (
 )
 from . import desired
 from .block_reads import BlockReading, BlockReads
+from .desired import DEFAULT_STEERING_MARK_BASE
 from .kernel_reflection import KernelReflectorFeed
 from .periodic import ClockSync, Periodic
+from .protection import Protection
 from .results import ResultsService
 from .snapshots import SnapshotStore
 from .stamp import StampPlan, StampService
@@ -48,8 +50,10 @@ class NodeService:
         history_blocks: int = 32,
         clock: Callable[[], int] = time.time_ns,
         clock_synchronised: Callable[[], bool] = lambda: False,
+        steering_mark_base: int = DEFAULT_STEERING_MARK_BASE,
     ) -> None:
         self._driver = driver
+        self._mark_base = steering_mark_base
         self.results = results
         self._clock = clock
         self.blocks = BlockClock(period_ns)
@@ -61,7 +65,10 @@ class NodeService:
         snapshots = SnapshotStore(state_dir / "snapshots.json", history_blocks)
         self.reads = BlockReads(driver, results, snapshots, self.blocks, guard_ns, clock)
         self.clock_sync = ClockSync(clock_synchronised, self._apply_lock)
-        self._kernel = KernelReflectorFeed(kernel_reflector(driver), period_ns)
+        self._kernel = KernelReflectorFeed(
+            kernel_reflector(driver), period_ns, desired.reply_mark(steering_mark_base, 0)
+        )
+        self.protection = Protection(driver, self._apply_lock)
         sockets = namespaced_sockets(driver)
         self.stamp = StampService(
             sockets.in_netns if sockets else _here,
@@ -70,6 +77,8 @@ class NodeService:
             period_ns,
             self.clock_sync.synced,
             self._kernel.next_sequence(),
+            steering_mark_base,
+            liveness_listener=self.protection.liveness_changed,
         )
         self.clock_sync.follow(self.stamp.set_clock_synchronised)
         self.clock_sync.follow(self._kernel.set_clock_synchronised)
@@ -99,14 +108,17 @@ class NodeService:
             desired.check_preconditions(
                 state, self._driver.capabilities(), self._driver.interfaces()
             )
-            state = replace(state, policies=state.policies + desired.probe_policies(state))
+            routes = desired.probe_routes(state, self._mark_base)
             held = self._driver.marking()
+            routed = replace(state, policies=self.protection.routed(state.policies))
             diff = desired.diff(
-                state,
+                routed,
                 self._driver.policies(),
                 self._driver.local_sids(),
                 self._driver.flows(),
                 held,
+                routes,
+                self._driver.probe_routes(),
             )
             stamp = self.stamp.prepare(state.reflector, state.sessions, dry_run)
             result = ApplyResult(
@@ -145,6 +157,10 @@ class NodeService:
             self._driver.add_local_sid(s)
         for p in diff.pol_add:
             self._driver.add_policy(p)
+        for r in diff.route_del:
+            self._driver.remove_probe_route(r)
+        for r in diff.route_add:
+            self._driver.add_probe_route(r)
         if diff.flow_add:
             self._driver.update_flows(diff.flow_add, [])
             with self.reads.lock:  # the snapshot thread writes the same store (and its file)
@@ -162,18 +178,28 @@ class NodeService:
             self._driver.add_local_address(address)
 
     def _save_names(self, policies: Iterable[SrPolicy]) -> None:
-        names = [[p.prefix, p.table, p.name] for p in policies]
+        """What the data plane does not hold: names, segment list names, protection."""
+        names = [
+            [
+                p.prefix,
+                p.table,
+                p.name,
+                {" ".join(sl.segments): sl.name for sl in p.paths()},
+                p.protection,
+            ]
+            for p in policies
+        ]
         tmp = self._names_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(names))
         os.replace(tmp, self._names_file)
 
     def state(self) -> NodeState:
-        names: dict[Hashable, str] = {}
+        saved: dict[Hashable, list[Any]] = {}
         if self._names_file.exists():
-            names = {(p, t): n for p, t, n in json.loads(self._names_file.read_text())}
+            saved = {(e[0], e[1]): e[2:] for e in json.loads(self._names_file.read_text())}
         with self._apply_lock:
             policies = tuple(
-                replace(p, name=names.get(desired.policy_key(p), p.prefix))
+                _named(p, *saved.get(desired.policy_key(p), [p.prefix]))
                 for p in self._driver.policies()
             )
             reflector, sessions = self.stamp.specs()
@@ -204,7 +230,23 @@ class NodeService:
 
     def stop(self) -> None:
         self.stamp.stop()
+        self.protection.close()
         self.periodic.stop()
+
+
+def _named(
+    p: SrPolicy, name: str, lists: Mapping[str, str] | None = None, protection: bool = False
+) -> SrPolicy:
+    """A policy read from the data plane with what only the node manager knows of it."""
+    lists = lists or {}
+    return replace(
+        p,
+        name=name,
+        protection=protection,
+        segment_lists=tuple(
+            replace(sl, name=lists.get(" ".join(sl.segments), sl.name)) for sl in p.segment_lists
+        ),
+    )
 
 
 def _here(fn: Callable[[], T]) -> T:

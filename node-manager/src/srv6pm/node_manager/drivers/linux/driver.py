@@ -13,7 +13,14 @@ from pyroute2 import IPRoute
 from pyroute2.netns import pushns
 
 from ...domain.errors import FailedPrecondition
-from ...domain.model import KernelReflection, LocalSid, Marking, MonitoredFlow, SrPolicy
+from ...domain.model import (
+    KernelReflection,
+    LocalSid,
+    Marking,
+    MonitoredFlow,
+    ProbeRoute,
+    SrPolicy,
+)
 from ..base import (
     Capabilities,
     DataPlaneDriver,
@@ -72,6 +79,15 @@ class LinuxDriver:
 
     def remove_policy(self, policy: SrPolicy) -> None:
         self._routes.remove_policy(policy)
+
+    def probe_routes(self) -> list[ProbeRoute]:
+        return self._routes.probe_routes()
+
+    def add_probe_route(self, route: ProbeRoute) -> None:
+        self._routes.add_probe_route(route)
+
+    def remove_probe_route(self, route: ProbeRoute) -> None:
+        self._routes.remove_probe_route(route)
 
     def local_sids(self) -> list[LocalSid]:
         return self._routes.local_sids()

@@ -59,6 +59,8 @@ CONFIG_VALUE = CStruct(
         ("enabled", "B"),
         ("stateful", "B"),
         ("pad", "2x"),
+        ("reply_mark_base", "I"),
+        ("pad2", "4x"),
     ],
 )
 ANY_DSCP = (1 << 64) - 1
@@ -101,6 +103,7 @@ class KernelReflectorConfig:
     period_ns: int = 0  # the marking period (0: no Direct Measurement in the kernel)
     enabled: bool = True
     allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
+    reply_mark_base: int = 0  # declared return paths' replies carry this + SSID
 
 
 def _hooks(interfaces: Iterable[str]) -> list[Hook]:
@@ -122,6 +125,7 @@ def encode_config(config: KernelReflectorConfig) -> bytes:
         config.error_estimate.to_bytes(2, "big"),
         int(config.enabled),
         int(config.stateful),
+        config.reply_mark_base,
     )
 
 
@@ -187,6 +191,7 @@ class KernelReflector:
                 tai_offset_ns,
                 reflection.period_ns,
                 allowed_dscp=reflection.allowed_dscp,
+                reply_mark_base=reflection.reply_mark_base,
             )
         )
         self.set_decap_sids(reflection.decap_sids)

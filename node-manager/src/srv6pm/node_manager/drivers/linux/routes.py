@@ -18,7 +18,7 @@ from pyroute2.netlink.rtnl.rtmsg import rtmsg
 from srv6pm.common.srv6 import Behaviour, EncapMode
 
 from ...domain.errors import FailedPrecondition
-from ...domain.model import LocalSid, SrPolicy
+from ...domain.model import LocalSid, ProbeRoute, SegmentList, SrPolicy
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,11 @@ MAIN_TABLE = 254
 AF_INET6 = 10
 RTN_LOCAL = 2
 PROBE_TABLE = 0x5336  # private table used once at start to learn what the kernel accepts
+LWTUNNEL_ENCAP_SEG6 = 5  # linux/lwtunnel.h
+# Probe steering (ProbeRoute): routes and rules of their own protocol number; each mark is also
+# its table's number; the rules come just before main's.
+RTPROT_SRV6PM_STEERING = 202
+PROBE_RULE_PRIORITY = 32000
 
 # pyroute2 0.9 encodes only "encap" and "inline"; the kernel's uapi (linux/seg6_iptunnel.h)
 # numbers the other head-end modes.
@@ -80,39 +85,153 @@ class Routes:
         found = []
         names = self._ifnames()
         for route in self._owned():
-            encap = route.get("encap")
-            srh = encap.get("SEG6_IPTUNNEL_SRH") if encap else None
-            if not srh:
+            prefix = f"{route.get('dst')}/{route['dst_len']}"
+            table = _canon_table(route.get("table"))
+            hops = route.get("multipath")
+            if hops:
+                lists = [_srh(h.get_attr("RTA_ENCAP"), h["hops"] + 1) for h in hops]
+                held = [sl for sl in lists if sl is not None]
+                if held and len(held) == len(lists):
+                    found.append(
+                        SrPolicy(
+                            name="",
+                            prefix=prefix,
+                            segments=(),
+                            mode=held[0][0],
+                            table=table,
+                            segment_lists=tuple(SegmentList("", s, w) for _, s, w in held),
+                        )
+                    )
                 continue
-            mode = _MODES[srh["mode"]]
-            segs = (
-                [s for s in srh["segs"] if s != "::"] if mode is EncapMode.INLINE else srh["segs"]
-            )
-            dev = names.get(int(route.get("oif")), "")
+            single = _srh(route.get("encap"), 1)
+            if single is None:
+                continue
+            mode, segs, _ = single
             found.append(
                 SrPolicy(
                     name="",
-                    prefix=f"{route.get('dst')}/{route['dst_len']}",
-                    segments=tuple(reversed(segs)),
+                    prefix=prefix,
+                    segments=segs,
                     mode=mode,
-                    device=dev,
-                    table=_canon_table(route.get("table")),
+                    device=names.get(int(route.get("oif")), ""),
+                    table=table,
                 )
             )
         return found
 
     def add_policy(self, p: SrPolicy) -> None:
-        segs = list(reversed(p.segments))  # SRH order; pyroute2 packs the list as given
+        if p.segment_lists:
+            self._route(
+                "replace",
+                dst=p.prefix,
+                table=_table(p.table),
+                multipath=[self._hop(sl, p.mode) for sl in p.segment_lists],
+            )
+            return
         self._route(
             "replace",
             dst=p.prefix,
             oif=self.ifindex(p.device) if p.device else self._toward(p.segments[0]),
             table=_table(p.table),
-            encap={"type": "seg6", "mode": KERNEL_MODES[p.mode], "segs": segs},
+            encap=_seg6(p.mode, p.segments),
         )
+
+    def _hop(self, sl: SegmentList, mode: EncapMode) -> dict[str, Any]:
+        """One next hop of a multipath policy. The kernel wants a gateway for each (it has no
+        multipath of device routes in IPv6), though the encapsulated packet is routed again
+        by its new destination: the gateway toward the first SID is the honest one."""
+        gateway, oif = self._gateway_toward(sl.segments[0])
+        encap = _seg6(mode, sl.segments)
+        return {
+            "oif": oif,
+            "hops": sl.weight - 1,
+            "attrs": [
+                ["RTA_GATEWAY", gateway],
+                ["RTA_ENCAP_TYPE", LWTUNNEL_ENCAP_SEG6],
+                # pyroute2 0.9 encodes a next hop's encapsulation only for MPLS: given raw
+                ["RTA_ENCAP", {"attrs": [["SEG6_IPTUNNEL_SRH", encap]]}],
+            ],
+        }
 
     def remove_policy(self, p: SrPolicy) -> None:
         self._delete(dst=p.prefix, table=_table(p.table))
+
+    # ---- probe steering ----------------------------------------------------------------------
+
+    def probe_routes(self) -> list[ProbeRoute]:
+        found = []
+        routes = self._ipr.get_routes(family=AF_INET6, proto=RTPROT_SRV6PM_STEERING, table=None)
+        for route in routes:
+            single = _srh(route.get("encap"), 1)
+            if single is not None:
+                found.append(ProbeRoute(int(route.get("table")), str(route.get("dst")), single[1]))
+        return found
+
+    def add_probe_route(self, r: ProbeRoute) -> None:
+        """Packets carrying mark `r.mark` to `r.address` take `r.segments`: a /128 route in
+        table `r.mark`, and a rule sending that mark there. Other destinations fall through
+        the table to the next rules, so only probes and replies are steered."""
+        self._ipr.route(
+            "replace",
+            family=AF_INET6,
+            proto=RTPROT_SRV6PM_STEERING,
+            dst=f"{r.address}/128",
+            oif=self._toward(r.segments[0]),
+            table=r.mark,
+            encap=_seg6(EncapMode.ENCAP, r.segments),
+        )
+        if r.mark not in self._rule_marks():
+            self._ipr.rule(
+                "add",
+                family=AF_INET6,
+                fwmark=r.mark,
+                fwmask=0xFFFFFFFF,
+                table=r.mark,
+                priority=PROBE_RULE_PRIORITY,
+                protocol=RTPROT_SRV6PM_STEERING,
+            )
+
+    def remove_probe_route(self, r: ProbeRoute) -> None:
+        try:
+            self._ipr.route(
+                "del",
+                family=AF_INET6,
+                proto=RTPROT_SRV6PM_STEERING,
+                dst=f"{r.address}/128",
+                table=r.mark,
+            )
+        except NetlinkError as e:
+            if e.code != errno.ESRCH:
+                raise
+        if not any(held.mark == r.mark for held in self.probe_routes()):
+            self._remove_rule(r.mark)
+
+    def remove_stale_probe_rules(self) -> None:
+        """Rules of ours whose table holds no probe route any more (a crash between the two)."""
+        used = {r.mark for r in self.probe_routes()}
+        for mark in self._rule_marks() - used:
+            self._remove_rule(mark)
+
+    def _rule_marks(self) -> set[int]:
+        return {
+            int(rule.get("fwmark"))
+            for rule in self._ipr.get_rules(family=AF_INET6)
+            if rule.get("protocol") == RTPROT_SRV6PM_STEERING and rule.get("fwmark")
+        }
+
+    def _remove_rule(self, mark: int) -> None:
+        try:
+            self._ipr.rule(
+                "del",
+                family=AF_INET6,
+                fwmark=mark,
+                fwmask=0xFFFFFFFF,
+                table=mark,
+                priority=PROBE_RULE_PRIORITY,
+            )
+        except NetlinkError as e:
+            if e.code != errno.ENOENT:
+                raise
 
     # ---- local SIDs --------------------------------------------------------------------------
 
@@ -154,13 +273,17 @@ class Routes:
 
     def _toward(self, address: str) -> int:
         """The interface the kernel would send to `address` through."""
+        return self._gateway_toward(address)[1]
+
+    def _gateway_toward(self, address: str) -> tuple[str, int]:
+        """The next hop (gateway, or `address` itself on a link) and interface toward it."""
         try:
             route = self._ipr.route("get", dst=address)[0]
         except NetlinkError:
             raise FailedPrecondition(
                 f"no route to the first SID {address}: name a device"
             ) from None
-        return int(route.get("oif"))
+        return str(route.get("gateway") or address), int(route.get("oif"))
 
     def _any_interface(self) -> int:
         """A route via the loopback device is a reject route in IPv6: pick an up interface."""
@@ -245,6 +368,21 @@ class Routes:
 
 PROBE_ATTEMPTS = 6  # 0.05 s doubling: about 1.5 s in all
 TRANSIENT_ERRNOS = frozenset({errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN, errno.EBUSY})
+
+
+def _seg6(mode: EncapMode, segments: tuple[str, ...]) -> dict[str, Any]:
+    """seg6 encapsulation; pyroute2 packs the list as given, so in SRH order."""
+    return {"type": "seg6", "mode": KERNEL_MODES[mode], "segs": list(reversed(segments))}
+
+
+def _srh(encap: Any, weight: int) -> tuple[EncapMode, tuple[str, ...], int] | None:
+    """(mode, SID list in travel order, weight) of a seg6 encapsulation, None if not one."""
+    srh = encap.get("SEG6_IPTUNNEL_SRH") if encap else None
+    if not srh:
+        return None
+    mode = _MODES[srh["mode"]]
+    segs = [s for s in srh["segs"] if s != "::"] if mode is EncapMode.INLINE else srh["segs"]
+    return mode, tuple(reversed(segs)), weight
 
 
 def _canon_table(table: int | None) -> int:
