@@ -125,6 +125,7 @@ class NodeManagerServer:
                 self.service.stamp.sender_stats,
                 self.service.stamp.reflector_stats,
                 self.service.kernel_reflector_stats,
+                self.service.stamp.liveness,
             )
         )
         self.servicer = NodeManagerServicer(

@@ -52,6 +52,7 @@ class Kind(enum.IntEnum):
     DELAY = 2
     FLOW = 3
     PROBE = 4
+    LIVENESS = 5  # block: the block of the deciding probe's T1
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -14,6 +14,18 @@ from .journal import Journal
 from .kafka import KafkaPublisher
 
 APPLY_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+LIVENESS_LABELS = ["session", "policy", "segment_list"]
+
+
+@dataclass(frozen=True)
+class SessionLiveness:
+    """A running session with liveness: its state (None: not decided yet) and its changes."""
+
+    session: str
+    policy: str
+    segment_list: str
+    up: bool | None
+    changes: int
 
 
 class NodeCollector(Collector):
@@ -24,12 +36,14 @@ class NodeCollector(Collector):
         sender_stats: Callable[[], Any],
         reflector_stats: Callable[[], Any],
         kernel_reflector_stats: Callable[[], Mapping[str, int]],
+        liveness: Callable[[], Iterable[SessionLiveness]] = tuple,
     ) -> None:
         self._journal = journal
         self._publisher = publisher
         self._sender_stats = sender_stats
         self._reflector_stats = reflector_stats
         self._kernel_reflector_stats = kernel_reflector_stats
+        self._liveness = liveness
 
     def collect(self) -> Iterator[Metric]:
         groups: list[tuple[str, Any]] = [
@@ -50,6 +64,26 @@ class NodeCollector(Collector):
             "records in the journal not yet acknowledged by Kafka",
             value=self._journal.depth(),
         )
+        yield from self._liveness_metrics()
+
+    def _liveness_metrics(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "srv6pm_stamp_liveness_up",
+            "liveness of a session's segment list: 1 up, 0 down, -1 not decided yet "
+            "(a session restarts undecided)",
+            labels=LIVENESS_LABELS,
+        )
+        changes = CounterMetricFamily(
+            "srv6pm_stamp_liveness_changes",
+            "liveness changes of a session since it (re)started, its first decision included",
+            labels=LIVENESS_LABELS,
+        )
+        for s in self._liveness():
+            labels = [s.session, s.policy, s.segment_list]
+            state.add_metric(labels, -1 if s.up is None else int(s.up))
+            changes.add_metric(labels, s.changes)
+        yield state
+        yield changes
 
 
 def apply_histogram(registry: CollectorRegistry) -> Histogram:

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from srv6pm.common.srv6 import Role, proto_numbers
 from srv6pm.proto.v1 import records_pb2 as pb
+from srv6pm.twamp.liveness import LivenessChange, State
 from srv6pm.twamp.results import DelayBlock, DelayResult, DelayStats, DirectionLoss, LossResult
 
 from ..domain.blocks import FlowBlock
 from ..domain.model import MonitoredFlow, SenderSession
 
 ROLE_TO_PB = proto_numbers(Role, pb.Role, "ROLE_")
+LIVENESS_TO_PB = {
+    None: pb.LIVENESS_STATE_UNSPECIFIED,
+    State.UP: pb.LIVENESS_STATE_UP,
+    State.DOWN: pb.LIVENESS_STATE_DOWN,
+}
 
 # journal_id is the field a record gets last, when it is published (the journal assigns it).
 _JOURNAL_ID_TAG = b"\x18"  # field 3, varint
@@ -65,6 +71,7 @@ def _stats(s: DelayStats | None) -> pb.DelayStats | None:
         max_ns=s.max_ns,
         mean_ns=s.mean_ns,
         jitter_ns=s.jitter_ns,
+        histogram=s.histogram,
     )
 
 
@@ -80,6 +87,7 @@ def delay(r: DelayBlock, session_labels: pb.SessionLabels, period_ns: int) -> pb
         one_way_reason=r.one_way_reason,
         block_info=block_info(r.block, period_ns),
         labels=session_labels,
+        histogram_edges_ns=r.histogram_edges_ns,
     )
 
 
@@ -92,6 +100,17 @@ def probe(r: DelayResult, session_labels: pb.SessionLabels | None = None) -> pb.
         one_way_valid=r.forward_ns is not None and r.reverse_ns is not None,
         forward_ns=r.forward_ns or 0,
         reverse_ns=r.reverse_ns or 0,
+        labels=session_labels,
+    )
+
+
+def liveness(c: LivenessChange, session_labels: pb.SessionLabels) -> pb.LivenessEvent:
+    return pb.LivenessEvent(
+        session=c.session,
+        state=LIVENESS_TO_PB[c.state],
+        previous=LIVENESS_TO_PB[c.previous],
+        at_unix_ns=c.at_ns,
+        consecutive=c.consecutive,
         labels=session_labels,
     )
 

@@ -166,8 +166,9 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             results = self._service.results
             loss, more_loss = results.loss(request.session, request.since_block, limit)
             delay, more_delay = results.delay(request.session, request.since_block, limit)
+            liveness, more_liveness = results.liveness(request.session, request.since_block, limit)
             probes, senders = self._service.stamp.probes(request.session)
-            if request.session and not (loss or delay or senders):
+            if request.session and not (loss or delay or liveness or senders):
                 raise NotFound(f"no STAMP session named {request.session!r} on this node")
             return pb.ReadResultsResponse(
                 loss=loss,
@@ -180,7 +181,8 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 ],
                 reflector=pb.ReflectorStats(**asdict(self._service.stamp.reflector_stats())),
                 kernel_reflector=pb.KernelReflectorStats(**self._service.kernel_reflector_stats()),
-                truncated=more_loss or more_delay,
+                liveness=liveness,
+                truncated=more_loss or more_delay or more_liveness,
             )
 
         return self._call(context, read)

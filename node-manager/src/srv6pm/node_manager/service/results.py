@@ -1,13 +1,16 @@
 """Results become records in the node's journal before anything else sees them; ReadResults,
-ReadBlock and the Kafka publisher read them back from there."""
+ReadBlock and the Kafka publisher read them back from there. A liveness change is also told to
+the node's listener (protection), right after it is journaled."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
 from srv6pm.proto.v1 import records_pb2 as pb
+from srv6pm.twamp.liveness import LivenessChange, State
 from srv6pm.twamp.results import DelayBlock, DelayResult, LossResult, ResultStore
 
 from ..adapters import records
@@ -15,6 +18,8 @@ from ..adapters.journal import Entry, Journal, Kind
 from ..domain.blocks import FlowBlock
 from ..domain.model import MonitoredFlow, SenderSession
 
+log = logging.getLogger(__name__)
+LivenessListener = Callable[[SenderSession, bool], None]  # (session, up)
 PROBES_IN_MEMORY = 256  # per session: ReadResults' recent probes (journaled only when published)
 DEFAULT_LIMIT = 10_000
 
@@ -23,8 +28,15 @@ class SessionResults:
     """One Session-Sender's results (twamp's ResultSink): loss and delay per block are journaled;
     single probes are kept in memory (and journaled when the node publishes them)."""
 
-    def __init__(self, owner: ResultsService, spec: SenderSession) -> None:
+    def __init__(
+        self,
+        owner: ResultsService,
+        spec: SenderSession,
+        listener: LivenessListener | None = None,
+    ) -> None:
         self._owner = owner
+        self._spec = spec
+        self._listener = listener
         self._labels = records.labels(spec)
         self._memory = ResultStore(PROBES_IN_MEMORY)  # its probes only: the rest is journaled
 
@@ -57,6 +69,20 @@ class SessionResults:
                 Kind.PROBE, result.session, block, pb.MeasurementRecord(probe=record)
             )
 
+    def add_liveness(self, change: LivenessChange) -> None:
+        """Journaled first (queued for the next group commit, like every record), then told to
+        the listener: protection does not wait for the disk's fsync."""
+        block = change.at_ns // self._owner.period_ns
+        record = pb.MeasurementRecord(liveness=records.liveness(change, self._labels))
+        self._owner.journal_one(Kind.LIVENESS, change.session, block, record)
+        if self._listener is None:
+            return
+        try:
+            self._listener(self._spec, change.state is State.UP)
+        except Exception:
+            # the listener's failure must not stop the session's probes
+            log.exception("liveness listener failed for session %s", change.session)
+
 
 class ResultsService:
     def __init__(
@@ -81,8 +107,10 @@ class ResultsService:
     def journal_one(self, kind: Kind, key: str, block: int, record: pb.MeasurementRecord) -> None:
         self.journal.append([self._entry(kind, key, block, record)])
 
-    def session(self, spec: SenderSession) -> SessionResults:
-        return SessionResults(self, spec)
+    def session(
+        self, spec: SenderSession, listener: LivenessListener | None = None
+    ) -> SessionResults:
+        return SessionResults(self, spec, listener)
 
     def resume_from(self, session: str) -> int | None:
         """The first block a restarted session has no loss record of (None: never measured)."""
@@ -120,6 +148,13 @@ class ResultsService:
     ) -> tuple[list[pb.DelayRecord], bool]:
         rows, more = self.journal.records(Kind.DELAY, session or None, since_block, limit)
         return [pb.MeasurementRecord.FromString(r).delay for r in rows], more
+
+    def liveness(
+        self, session: str, since_block: int, limit: int = DEFAULT_LIMIT
+    ) -> tuple[list[pb.LivenessEvent], bool]:
+        """Liveness changes from `since_block` (the block of each deciding probe) on."""
+        rows, more = self.journal.records(Kind.LIVENESS, session or None, since_block, limit)
+        return [pb.MeasurementRecord.FromString(r).liveness for r in rows], more
 
     @staticmethod
     def probe_records(probes: Iterable[DelayResult]) -> list[pb.ProbeRecord]:

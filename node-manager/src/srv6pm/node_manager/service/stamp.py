@@ -19,16 +19,18 @@ from typing import Any, TypeVar
 
 from srv6pm.twamp.counters import BlockCounters
 from srv6pm.twamp.error_estimate import clock_error_estimate
+from srv6pm.twamp.liveness import LivenessConfig, State
 from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorStats
 from srv6pm.twamp.reflector import Reflector as StampReflector
 from srv6pm.twamp.results import DelayResult
 from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats
 from srv6pm.twamp.transport import Endpoint, open_socket
 
+from ..adapters.metrics import SessionLiveness
 from ..domain.errors import FailedPrecondition
 from ..domain.model import Changes, Reflector
 from ..domain.model import SenderSession as SenderSpec
-from .results import ResultsService, SessionResults
+from .results import LivenessListener, ResultsService, SessionResults
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -77,7 +79,10 @@ class StampService:
         period_ns: int,
         clock_synchronised: bool,
         sequences: Callable[[str, int], int | None] | None = None,
+        liveness_listener: LivenessListener | None = None,
     ) -> None:
+        # told of every liveness change, on this service's loop thread, once it is journaled
+        self._liveness_listener = liveness_listener
         self._in_netns = in_netns
         self._sequences = sequences  # the in-kernel reflector's stateful counters
         self._counters = counters
@@ -183,9 +188,11 @@ class StampService:
             clock_synchronised=self._synced,
             read_offset_ns=loss_probe_offset_ns(self._period_ns, spec.ssid),
             resume_from_block=self._results.resume_from(spec.name) if self._resuming else None,
+            liveness=_liveness(spec),
+            histogram_edges_ns=tuple(edge * 1000 for edge in spec.histogram_edges_us),
         )
         endpoint = Endpoint(sock)
-        results = self._results.session(spec)
+        results = self._results.session(spec, self._liveness_listener)
         session = SenderSession(config, self._counters, endpoint.send, results=results)
         endpoint.serve(session.handle)
         task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
@@ -299,6 +306,20 @@ class StampService:
                 setattr(total, name, getattr(total, name) + value)
         return total
 
+    def liveness(self) -> list[SessionLiveness]:
+        """The liveness of every running session that has it (metrics)."""
+        out = []
+        for running in list(self._senders.values()):
+            monitor, spec = running.session.liveness, running.spec
+            if monitor is not None:
+                up = None if monitor.state is None else monitor.state is State.UP
+                out.append(
+                    SessionLiveness(
+                        spec.name, spec.policy_label, spec.segment_list, up, monitor.changes
+                    )
+                )
+        return out
+
     def reflector_stats(self) -> ReflectorStats:
         return self._reflector[0].stats if self._reflector else ReflectorStats()
 
@@ -309,3 +330,10 @@ class StampService:
             self._call(self._close(self._reflector[1]))
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+
+def _liveness(spec: SenderSpec) -> LivenessConfig | None:
+    settings = spec.liveness
+    if not settings.enabled:
+        return None
+    return LivenessConfig(settings.down_after, settings.up_after, settings.timeout_ms * 1_000_000)
