@@ -15,7 +15,19 @@ from typer.core import TyperGroup
 
 from . import __version__
 from .client import ApiError, Unreachable
-from .commands import admin, lab, nodes, pki, policies, results, sessions, sids, thresholds
+from .commands import (
+    admin,
+    lab,
+    liveness,
+    nodes,
+    pki,
+    policies,
+    policy_results,
+    results,
+    sessions,
+    sids,
+    thresholds,
+)
 from .common import CommandError, State, UsageProblem
 from .render import Format, Output
 from .waiting import WaitFailed, WaitTimedOut
@@ -139,7 +151,9 @@ app.add_typer(sids.app, name="sids")
 app.add_typer(policies.app, name="policies")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(thresholds.app, name="thresholds")
+results.app.command("policy")(policy_results.policy)
 app.add_typer(results.app, name="results")
+app.add_typer(liveness.app, name="liveness")
 app.add_typer(admin.tokens, name="tokens")
 app.command("audit")(admin.audit)
 app.add_typer(pki.app, name="pki")

@@ -1,5 +1,6 @@
-"""`srv6pm results`: a session's loss and delay per block, per-hop counts of one block, a live
-view and plots (/v1/sessions/{name}/loss|delay|hops, as InfluxDB holds them)."""
+"""`srv6pm results`: a session's loss and delay per block (one row per segment list it probes,
+with the delay histogram), per-hop counts of one block, a live view and plots
+(/v1/sessions/{name}/loss|delay|hops, as InfluxDB holds them)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import count as counting
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,6 +45,14 @@ PageLimit = Annotated[int, typer.Option(min=1, max=10_000, help="Blocks per page
 AfterBlock = Annotated[
     int, typer.Option(min=-1, metavar="K", help="Only blocks after block K (the next page).")
 ]
+SegmentList = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="Only this segment list ('': a policy's only one; default: every one).",
+        show_default=False,
+    ),
+]
 
 
 def instant_ns(spec: str, now_ns: int, option: str) -> int:
@@ -70,6 +80,11 @@ def window(since: str, until: str | None) -> tuple[int, int]:
             f"--since {since} is not before --until {until}", param_hint="--since"
         )
     return start, end
+
+
+def filters(segment_list: str | None) -> dict[str, str]:
+    """Query parameters of the optional segment list filter."""
+    return {} if segment_list is None else {"segment_list": segment_list}
 
 
 def all_blocks(api: Api, session: str, what: str, start: int, end: int) -> list[dict[str, Any]]:
@@ -120,7 +135,7 @@ def _reasons(item: dict[str, Any], directions: dict[str, str]) -> Text:
         d = item.get(key)
         if d is None:
             found.append(f"{short}: no record")
-        elif not d.get("valid"):
+        elif not d.get("valid") or d.get("reason"):  # a valid one may qualify (a partial sum)
             found.append(f"{short}: {d.get('reason') or 'invalid'}")
     return Text("; ".join(found), style="yellow") if found else cell(None)
 
@@ -134,8 +149,15 @@ def _loss_cells(d: dict[str, Any] | None) -> list[Text]:
 LOSS_DIRECTIONS = {"forward": "fwd", "reverse": "rev"}
 
 
+def named_segment_lists(items: list[dict[str, Any]]) -> bool:
+    """Whether a table needs a segment list column: not for a policy's only one ("")."""
+    return any(item.get("segment_list") for item in items)
+
+
 def loss_table(items: list[dict[str, Any]], title: str | None = None) -> Table:
-    columns = ["block", "start (UTC)"]
+    """One row per block (and segment list, when the policy has several)."""
+    named = named_segment_lists(items)
+    columns = ["block", "start (UTC)", *(["segment list"] if named else [])]
     columns += [f"{s} {c}" for s in LOSS_DIRECTIONS.values() for c in ("tx", "rx", "lost", "ratio")]
     return table(
         title,
@@ -144,6 +166,7 @@ def loss_table(items: list[dict[str, Any]], title: str | None = None) -> Table:
             [
                 item["block"],
                 _time(item["start_ns"]),
+                *([cell(item.get("segment_list"))] if named else []),
                 *_loss_cells(item.get("forward")),
                 *_loss_cells(item.get("reverse")),
                 _reasons(item, LOSS_DIRECTIONS),
@@ -159,26 +182,64 @@ def _delay_cells(d: dict[str, Any] | None) -> list[Text]:
     return [_us(d["p50_ns"]), _us(d["p99_ns"]), _us(d["max_ns"])]
 
 
+def _us_edge(ns: int) -> str:
+    return f"{ns / 1000:g}"
+
+
+def bins_legend(edges_ns: list[int]) -> str:
+    """`<100, 100-500, ≥500 µs`: the bins of a histogram, in µs."""
+    if not edges_ns:
+        return ""
+    edges = [_us_edge(e) for e in edges_ns]
+    middle = [f"{a}-{b}" for a, b in pairwise(edges)]
+    return ", ".join([f"<{edges[0]}", *middle, f"≥{edges[-1]}"]) + " µs"
+
+
+def _bins(d: dict[str, Any] | None) -> Text:
+    """A histogram's counts, bin by bin (`0 7 2 1`): the bins are in the table's caption."""
+    histogram = (d or {}).get("histogram") if (d or {}).get("valid") else None
+    if not histogram:
+        return cell(None)
+    return Text(" ".join(str(c) for c in histogram["counts"]))
+
+
+def histogram_caption(items: list[dict[str, Any]]) -> str | None:
+    """The two-way bins of the page (each distinct set of edges, usually one)."""
+    edges = []
+    for item in items:
+        found = ((item.get("two_way") or {}).get("histogram") or {}).get("edges_ns")
+        if found and found not in edges:
+            edges.append(found)
+    return "; ".join(f"2w bins: {bins_legend(e)}" for e in edges) or None
+
+
 def delay_table(items: list[dict[str, Any]], title: str | None = None) -> Table:
-    """Two-way delay always; one-way columns only when some block has them (synced clocks)."""
+    """Two-way delay always; one-way columns only when some block has them (synced clocks);
+    the two-way histogram's counts when the session has bin edges (the bins in the caption)."""
     one_way = [
         k for k in ("forward", "reverse") if any((i.get(k) or {}).get("valid") for i in items)
     ]
     short = {"two_way": "2w", "forward": "fwd", "reverse": "rev"}
     shown = ["two_way", *one_way]
-    columns = ["block", "start (UTC)"]
+    named = named_segment_lists(items)
+    caption = histogram_caption(items)
+    columns = ["block", "start (UTC)", *(["segment list"] if named else [])]
     columns += [f"{short[k]} {s} (µs)" for k in shown for s in ("p50", "p99", "max")]
-    columns += ["samples", "probes lost", "reason"]
+    columns += [*(["2w bins"] if caption else []), "samples", "probes lost", "reason"]
 
     def row(item: dict[str, Any]) -> list[Any]:
         two_way = item.get("two_way") or {}
         cells: list[Any] = [item["block"], _time(item["start_ns"])]
+        cells += [cell(item.get("segment_list"))] if named else []
         for k in shown:
             cells += _delay_cells(item.get(k))
+        cells += [_bins(item.get("two_way"))] if caption else []
         cells += [two_way.get("samples"), _lost(two_way.get("probes_lost"))]
         return [*cells, _reasons(item, {"two_way": "2w"})]
 
-    return table(title, columns, (row(i) for i in items))
+    out = table(title, columns, (row(i) for i in items))
+    out.caption = caption
+    return out
 
 
 def _next_page(body: dict[str, Any]) -> RenderableType:
@@ -197,6 +258,7 @@ def _show_blocks(
     until: str | None,
     limit: int,
     after_block: int,
+    segment_list: str | None,
 ) -> None:
     """One page of a session's per-block results (`what`: loss or delay) as a table."""
     st = state(ctx)
@@ -207,6 +269,7 @@ def _show_blocks(
         end=end,
         limit=limit,
         after_block=after_block,
+        **filters(segment_list),
     )
     st.out.show(body, lambda b: [render(b["items"], f"{what} of {session}"), _next_page(b)])
 
@@ -222,9 +285,10 @@ def loss(
     until: Until = None,
     limit: PageLimit = 100,
     after_block: AfterBlock = -1,
+    segment_list: SegmentList = None,
 ) -> None:
-    """Loss per block, both directions, oldest first (one page)."""
-    _show_blocks(ctx, session, "loss", loss_table, since, until, limit, after_block)
+    """Loss per block (and segment list), both directions, oldest first (one page)."""
+    _show_blocks(ctx, session, "loss", loss_table, since, until, limit, after_block, segment_list)
 
 
 @app.command()
@@ -235,9 +299,11 @@ def delay(
     until: Until = None,
     limit: PageLimit = 100,
     after_block: AfterBlock = -1,
+    segment_list: SegmentList = None,
 ) -> None:
-    """Delay per block in µs: two-way p50/p99/max, one-way too when the clocks are synced."""
-    _show_blocks(ctx, session, "delay", delay_table, since, until, limit, after_block)
+    """Delay per block (and segment list) in µs: two-way p50/p99/max, one-way too when the
+    clocks are synced, and the replies per delay bin when the session has bin edges."""
+    _show_blocks(ctx, session, "delay", delay_table, since, until, limit, after_block, segment_list)
 
 
 @app.command()
@@ -249,8 +315,9 @@ def intervals(
     ] = "1h",
     since: Since = "1d",
     until: Until = None,
+    segment_list: SegmentList = None,
 ) -> None:
-    """Loss summed per interval and direction."""
+    """Loss summed per interval and direction (over every segment list, or one)."""
     st = state(ctx)
     start, end = window(since, until)
     body = st.api.get(
@@ -258,6 +325,7 @@ def intervals(
         interval=interval,
         start=start,
         end=end,
+        **filters(segment_list),
     )
 
     def render(b: dict[str, Any]) -> Iterator[RenderableType]:
@@ -339,24 +407,39 @@ def hops(
 
 
 def latest(api: Api, session: str, since: str, blocks: int) -> dict[str, Any]:
-    """The last `blocks` blocks of loss and of delay in the window."""
+    """The last `blocks` blocks of loss and of delay in the window (every segment list's)."""
     start, end = window(since, None)
     return {
         "session": session,
-        "loss": all_blocks(api, session, "loss", start, end)[-blocks:],
-        "delay": all_blocks(api, session, "delay", start, end)[-blocks:],
+        "loss": last_blocks(all_blocks(api, session, "loss", start, end), blocks),
+        "delay": last_blocks(all_blocks(api, session, "delay", start, end), blocks),
     }
 
 
+def last_blocks(items: list[dict[str, Any]], blocks: int) -> list[dict[str, Any]]:
+    """The items of the last `blocks` blocks (a block has one item per segment list)."""
+    kept = set(sorted({i["block"] for i in items})[-blocks:])
+    return [i for i in items if i["block"] in kept]
+
+
 def watch_table(view: dict[str, Any], blocks: int, caption: str) -> Table:
-    """Loss and two-way delay of the last `blocks` blocks, one row per block."""
-    delays = {d["block"]: d for d in view["delay"]}
-    loss_by_block = {item["block"]: item for item in view["loss"]}
+    """Loss and two-way delay of the last `blocks` blocks, one row per block and segment list."""
+
+    def key(item: dict[str, Any]) -> tuple[int, str]:
+        return item["block"], item.get("segment_list", "")
+
+    delays = {key(d): d for d in view["delay"]}
+    loss_by_block = {key(item): item for item in view["loss"]}
+    named = named_segment_lists([*view["loss"], *view["delay"]])
+    last = sorted({block for block, _ in set(loss_by_block) | set(delays)})[-blocks:]
     rows = []
-    for block in sorted(set(loss_by_block) | set(delays))[-blocks:]:
-        item = loss_by_block.get(block, {"block": block})
-        two_way = (delays.get(block) or {}).get("two_way") or {}
-        start_ns = item.get("start_ns") or (delays.get(block) or {}).get("start_ns", 0)
+    for block, segment_list in sorted(set(loss_by_block) | set(delays)):
+        if block not in last:
+            continue
+        item = loss_by_block.get((block, segment_list), {"block": block})
+        delay = delays.get((block, segment_list)) or {}
+        two_way = delay.get("two_way") or {}
+        start_ns = item.get("start_ns") or delay.get("start_ns", 0)
         fwd = item.get("forward") or {}
         rev = item.get("reverse") or {}
         valid = two_way.get("valid")
@@ -364,6 +447,7 @@ def watch_table(view: dict[str, Any], blocks: int, caption: str) -> Table:
             [
                 block,
                 _time(start_ns, "%H:%M:%S"),
+                *([cell(segment_list)] if named else []),
                 _lost(fwd.get("lost") if fwd.get("valid") else None),
                 _ratio(fwd.get("loss_ratio") if fwd.get("valid") else None),
                 _lost(rev.get("lost") if rev.get("valid") else None),
@@ -378,6 +462,7 @@ def watch_table(view: dict[str, Any], blocks: int, caption: str) -> Table:
         [
             "block",
             "start",
+            *(["segment list"] if named else []),
             "fwd lost",
             "fwd ratio",
             "rev lost",
