@@ -116,6 +116,7 @@ class NodeManagerServer:
             settings.guard_ns,
             settings.history_blocks,
             clock_synchronised=kernel_clock_synchronised if synced is None else lambda: synced,
+            steering_mark_base=settings.steering_mark_base,
         )
         self.registry = CollectorRegistry()
         self.registry.register(

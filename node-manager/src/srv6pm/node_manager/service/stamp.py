@@ -30,6 +30,7 @@ from ..adapters.metrics import SessionLiveness
 from ..domain.errors import FailedPrecondition
 from ..domain.model import Changes, Reflector
 from ..domain.model import SenderSession as SenderSpec
+from .desired import DEFAULT_STEERING_MARK_BASE, reply_mark
 from .results import LivenessListener, ResultsService, SessionResults
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,10 @@ class StampService:
         period_ns: int,
         clock_synchronised: bool,
         sequences: Callable[[str, int], int | None] | None = None,
+        steering_mark_base: int = DEFAULT_STEERING_MARK_BASE,
         liveness_listener: LivenessListener | None = None,
     ) -> None:
+        self._mark_base = steering_mark_base  # probe_routes(): how packets find their SID list
         # told of every liveness change, on this service's loop thread, once it is journaled
         self._liveness_listener = liveness_listener
         self._in_netns = in_netns
@@ -102,9 +105,9 @@ class StampService:
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def _socket(self, address: str, port: int) -> socket.socket:
+    def _socket(self, address: str, port: int, mark: int = 0) -> socket.socket:
         try:
-            return self._in_netns(lambda: open_socket(address, port))
+            return self._in_netns(lambda: open_socket(address, port, mark=mark))
         except OSError as e:
             raise FailedPrecondition(
                 f"cannot open a STAMP socket on [{address}]:{port}: {e.strerror}"
@@ -135,13 +138,20 @@ class StampService:
             reflector.port,
         )
         try:
-            plan.new = [(spec, self._socket(spec.source_address or "::", 0)) for spec in new]
+            plan.new = [
+                (spec, self._socket(spec.source_address or "::", 0, self._probe_mark(spec)))
+                for spec in new
+            ]
             if reflector.enabled and not same_socket:
                 plan.reflector_socket = self._socket(reflector.address, reflector.port)
         except FailedPrecondition:
             self.discard(plan)
             raise
         return plan
+
+    def _probe_mark(self, spec: SenderSpec) -> int:
+        """Probes steered into their SID list carry their session's mark (probe_routes)."""
+        return self._mark_base + spec.ssid if spec.direct_segments else 0
 
     def discard(self, plan: StampPlan) -> None:
         """Close the sockets of a plan that will not be committed."""
@@ -226,6 +236,7 @@ class StampService:
             period_ns=self._period_ns,
             port=spec.port,
             allowed_dscp=frozenset(spec.allowed_dscp) or None,
+            reply_marks=lambda ssid: reply_mark(self._mark_base, ssid),
             # shared with the in-kernel reflector, which answers unauthenticated probes only
             sequences=None if spec.hmac_key else self._sequences,
             sessions={
