@@ -150,8 +150,8 @@ def test_template_variables_list_tag_values(dashboards: dict[str, dict[str, Any]
         uid: [name for name, _ in variable_queries(model)] for uid, model in dashboards.items()
     }
     assert names == {
-        "srv6pm-fleet": ["policy"],
-        "srv6pm-session": ["policy", "session"],
+        "srv6pm-fleet": ["policy", "segment_list"],
+        "srv6pm-session": ["policy", "session", "segment_list"],
         "srv6pm-flows": ["flow"],
     }
     for model in dashboards.values():

@@ -1,9 +1,10 @@
 """srv6pm Grafana dashboards, written with Grafana's foundation SDK over InfluxDB (InfluxQL).
 
 ``generate()`` gives each dashboard's JSON model by uid; ``panel_queries`` / ``variable_queries``
-give the InfluxQL they send, ready to run against InfluxDB; ``schema.SCHEMA`` is the data they
-may use. ``default_alert_rules()`` / ``alert_rules(objectives)`` give the alert rules for the
-per-session objectives, in Grafana's file provisioning format (srv6pm.common.alert_rules).
+/ ``annotation_queries`` give the InfluxQL they send, ready to run against InfluxDB;
+``schema.SCHEMA`` is the data they may use. ``default_alert_rules()`` /
+``alert_rules(objectives)`` give the alert rules for the per-session objectives, in Grafana's
+file provisioning format (srv6pm.common.alert_rules).
 """
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from srv6pm.common.alert_rules import AlertSettings, alert_rules, to_yaml
 from srv6pm.common.objectives import Objective
 from srv6pm.dashboards import fleet, flows, influxql, session
 from srv6pm.dashboards.alerts import DEFAULT_OBJECTIVE, default_alert_rules
-from srv6pm.dashboards.queries import MissingVariable, panel_queries, substitute, variable_queries
+from srv6pm.dashboards.queries import (
+    MissingVariable,
+    annotation_queries,
+    panel_queries,
+    substitute,
+    variable_queries,
+)
 from srv6pm.dashboards.render import to_dict, to_json
 
 influxql.register()
@@ -41,6 +48,7 @@ __all__ = [
     "MissingVariable",
     "Objective",
     "alert_rules",
+    "annotation_queries",
     "default_alert_rules",
     "generate",
     "panel_queries",

@@ -1,4 +1,5 @@
-"""Fleet overview: loss and delay of every SRv6 policy, the lossiest ones, and invalid blocks."""
+"""Fleet overview: loss and delay of every SRv6 policy (the sum over its segment lists), each
+segment list's loss, the lossiest policies, invalid blocks, and the segment lists' liveness."""
 
 # S608: the queries are constant templates; Grafana, not this code, fills in the values.
 # ruff: noqa: S608
@@ -14,7 +15,7 @@ TOP_N = 10
 
 # A regex match rather than = '$policy': Grafana interpolates InfluxQL variables in regex format,
 # so a value in a string comparison would arrive backslash-escaped and match nothing.
-_POLICY = '"policy" =~ /^$policy$/'
+_POLICY = '"policy" =~ /^$policy$/ AND "segment_list" =~ /^$segment_list$/'
 _PER_BUCKET = 'GROUP BY time($__interval), "policy", "direction" fill(none)'
 _SESSION_LINK = "/d/srv6pm-session?var-session=${__value.raw}&${__url_time_range}"
 
@@ -29,6 +30,24 @@ def build() -> Dashboard:
         )
         .with_variable(
             p.variable("policy", "Policy", p.tag_values("loss", "policy"), include_all=True)
+        )
+        .with_variable(
+            p.variable(
+                "segment_list",
+                "Segment list",
+                p.tag_values("loss", "segment_list", '"policy" =~ /^$policy$/'),
+                include_all=True,
+            )
+        )
+        .annotation(
+            p.annotation(
+                "Liveness changes",
+                'SELECT "description", "session", "segment_list" FROM "liveness" '
+                f"WHERE $timeFilter AND {_POLICY}",
+                text="description",
+                tags="segment_list",
+                color="red",
+            )
         )
         .with_row(p.row("Loss"))
         .with_panel(
@@ -172,6 +191,43 @@ def build() -> Dashboard:
                     )
                 ],
                 links={"session": _SESSION_LINK},
+            )
+        )
+        .with_row(p.row("Segment lists"))
+        .with_panel(
+            p.timeseries(
+                "Loss ratio per segment list and direction",
+                "Each segment list of the chosen policies on its own (a policy's only one has "
+                "no name): which of a policy's paths loses its packets.",
+                p.RATIO,
+                [
+                    p.target(
+                        'SELECT sum("lost") / sum("tx") AS "loss_ratio" FROM "loss" '
+                        f'WHERE $timeFilter AND {_POLICY} AND "valid" = true '
+                        'GROUP BY time($__interval), "policy", "segment_list", "direction" '
+                        "fill(none)",
+                        alias="$tag_policy $tag_segment_list $tag_direction",
+                    )
+                ],
+                width=16,
+            )
+        )
+        .with_panel(
+            p.table(
+                "Liveness per segment list",
+                "The last change in the time range of each probed segment list: its state "
+                "(1 up, 0 down) and when it changed.",
+                [
+                    p.target(
+                        'SELECT last("state") AS "state" FROM "liveness" '
+                        f"WHERE $timeFilter AND {_POLICY} "
+                        'GROUP BY "policy", "session", "segment_list"',
+                        table=True,
+                    )
+                ],
+                links={"session": _SESSION_LINK},
+                states=("state",),
+                width=8,
             )
         )
     )

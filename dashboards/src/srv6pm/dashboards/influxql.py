@@ -15,7 +15,7 @@ from typing import Any, Self
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog import runtime as cogruntime
 from grafana_foundation_sdk.cog import variants as cogvariants
-from grafana_foundation_sdk.models.dashboard import DataSourceRef
+from grafana_foundation_sdk.models.dashboard import AnnotationQuery, DataSourceRef
 
 DATASOURCE_TYPE = "influxdb"
 
@@ -112,6 +112,52 @@ class InfluxQL(cogbuilder.Builder[cogvariants.Dataquery]):
     def alias(self, alias: str) -> Self:
         """Series name pattern: ``$tag_<key>``, ``$col`` (column), ``$m`` (measurement)."""
         self._internal.alias = alias
+        return self
+
+
+class InfluxQLAnnotationTarget:
+    """What Grafana's InfluxDB data source stores as an annotation's InfluxQL query: the query
+    and the result columns that become each event's text and tags (its annotation editor's
+    fields; a SDK AnnotationTarget has only the built-in Grafana source's)."""
+
+    def __init__(self, query: str, text_column: str, tags_column: str) -> None:
+        self.query = query
+        self.text_column = text_column
+        self.tags_column = tags_column
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "refId": "Anno",
+            "query": self.query,
+            "rawQuery": True,
+            "fromAnnotations": True,
+            "textColumn": self.text_column,
+            "tagsColumn": self.tags_column,
+        }
+
+
+class InfluxQLAnnotation(cogbuilder.Builder[AnnotationQuery]):
+    """Builder of a dashboard annotation whose events come from an InfluxQL query."""
+
+    def __init__(
+        self,
+        name: str,
+        query: str,
+        datasource: DataSourceRef,
+        *,
+        text_column: str,
+        tags_column: str,
+    ) -> None:
+        self._internal = AnnotationQuery(name=name, datasource=datasource, enable=True)
+        self._internal.target = InfluxQLAnnotationTarget(  # type: ignore[assignment]
+            query, text_column, tags_column
+        )
+
+    def build(self) -> AnnotationQuery:
+        return self._internal
+
+    def color(self, color: str) -> Self:
+        self._internal.icon_color = color
         return self
 
 

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard as dashboard_builders
+from grafana_foundation_sdk.builders import heatmap as heatmap_builders
+from grafana_foundation_sdk.builders import stat as stat_builders
 from grafana_foundation_sdk.builders import table as table_builders
 from grafana_foundation_sdk.builders import timeseries as timeseries_builders
 from grafana_foundation_sdk.models import common
@@ -15,12 +17,14 @@ from grafana_foundation_sdk.models.dashboard import (
     DataSourceRef,
     DataTransformerConfig,
     DynamicConfigValue,
+    ValueMap,
+    ValueMappingResult,
     VariableOption,
     VariableRefresh,
     VariableSort,
 )
 from srv6pm.common.alert_rules import INFLUXDB_UID
-from srv6pm.dashboards.influxql import DATASOURCE_TYPE, InfluxQL
+from srv6pm.dashboards.influxql import DATASOURCE_TYPE, InfluxQL, InfluxQLAnnotation
 
 DATASOURCE_UID = INFLUXDB_UID  # provisioned once; the alert rules query it too
 DATASOURCE = DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE_UID)
@@ -150,10 +154,12 @@ def table(
     transformations: Sequence[DataTransformerConfig] = (),
     units: dict[str, str] | None = None,
     links: dict[str, str] | None = None,
+    states: Sequence[str] = (),
     width: int = 12,
     height: int = 8,
 ) -> table_builders.Panel:
-    """A table panel; ``units`` and ``links`` (URL per column name) become field overrides."""
+    """A table panel; ``units``, ``links`` (URL per column name) and ``states`` (columns of
+    liveness states, shown UP / DOWN) become field overrides."""
     panel = (
         table_builders.Panel()
         .title(title)
@@ -168,10 +174,89 @@ def table(
     )
     for column, unit in (units or {}).items():
         panel = panel.override_by_name(column, [DynamicConfigValue(id_val="unit", value=unit)])
+    for column in states:
+        panel = panel.override_by_name(
+            column, [DynamicConfigValue(id_val="mappings", value=[LIVENESS_STATES])]
+        )
     for column, url in (links or {}).items():
         link = {"title": f"Open {column}", "url": url}
         panel = panel.override_by_name(column, [DynamicConfigValue(id_val="links", value=[link])])
     return panel
+
+
+def heatmap(
+    title: str,
+    description: str,
+    unit: str,
+    targets: Sequence[InfluxQL],
+    *,
+    transformations: Sequence[DataTransformerConfig] = (),
+    width: int = 12,
+    height: int = 8,
+) -> heatmap_builders.Panel:
+    """A heatmap of pre-binned counts: one series per bin, named by its upper edge (Grafana's
+    "le" rows layout, as for Prometheus histograms); `unit` is the edges' unit."""
+    return (
+        heatmap_builders.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .targets(list(targets))
+        .transformations(list(transformations))
+        .span(width)
+        .height(height)
+        .calculate(False)
+        .rows_frame(heatmap_builders.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
+        .y_axis(heatmap_builders.YAxisConfig().unit(unit))
+        .cell_values(heatmap_builders.CellValues().unit(COUNT))
+    )
+
+
+# Liveness points' `state`: 1 up, 0 down (docs/RESULTS.md)
+LIVENESS_STATES = ValueMap(
+    options={
+        "1": ValueMappingResult(text="UP", color="green", index=0),
+        "0": ValueMappingResult(text="DOWN", color="red", index=1),
+    }
+)
+
+
+def stat(
+    title: str,
+    description: str,
+    targets: Sequence[InfluxQL],
+    *,
+    width: int = 12,
+    height: int = 8,
+) -> stat_builders.Panel:
+    """One value per series (its last), shown as the liveness state it maps to."""
+    return (
+        stat_builders.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE)
+        .targets(list(targets))
+        .span(width)
+        .height(height)
+        .mappings([LIVENESS_STATES])
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+    )
+
+
+def annotation(name: str, query: str, *, text: str, tags: str, color: str) -> InfluxQLAnnotation:
+    """Events drawn on every time series panel from an InfluxQL query: `text` and `tags` are
+    the result columns that become each event's text and tags."""
+    return InfluxQLAnnotation(name, query, DATASOURCE, text_column=text, tags_column=tags).color(
+        color
+    )
+
+
+def rename(pattern: str, replacement: str) -> DataTransformerConfig:
+    """Rename fields whose name matches `pattern` (a JavaScript regex; `$1` is its group)."""
+    return DataTransformerConfig(
+        id_val="renameByRegex", options={"regex": pattern, "renamePattern": replacement}
+    )
 
 
 def row(title: str) -> dashboard_builders.Row:

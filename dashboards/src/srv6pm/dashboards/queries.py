@@ -179,3 +179,29 @@ def variable_queries(
         for v in dashboard.get("templating", {}).get("list", [])
         if v.get("type") == "query" and (v.get("datasource") or {}).get("uid") == DATASOURCE_UID
     ]
+
+
+def annotation_queries(
+    dashboard: Mapping[str, Any],
+    variables: Mapping[str, str],
+    *,
+    time_from: TimePoint = 0,
+    time_to: TimePoint = "now",
+) -> list[tuple[str, str]]:
+    """(annotation name, InfluxQL ready to run) of every srv6pm annotation of ``dashboard``."""
+    all_values = _all_values(dashboard)
+    return [
+        (
+            a["name"],
+            substitute(
+                a["target"]["query"],
+                variables,
+                all_values=all_values,
+                time_from=time_from,
+                time_to=time_to,
+            ),
+        )
+        for a in dashboard.get("annotations", {}).get("list", [])
+        if (a.get("datasource") or {}).get("uid") == DATASOURCE_UID
+        and "query" in a.get("target", {})
+    ]

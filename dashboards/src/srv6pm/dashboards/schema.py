@@ -1,9 +1,11 @@
 """The InfluxDB schema the collector writes (database ``srv6pm``), and a checker for queries.
 
 Every point's timestamp is the start of its measurement block (ns), except ``probe`` points,
-which carry the probe's send time. Invalid points carry only ``block``, ``valid`` (false) and
-``reason``. The dashboards may name only what is listed here; ``unknown_references`` is what the
-tests use to hold them to it.
+which carry the probe's send time, and ``liveness`` points, the send time of the probe that
+decided the change. Invalid points carry only ``block``, ``valid`` (false) and ``reason``. A
+policy's only segment list has no ``segment_list`` tag (an empty value in InfluxQL). The
+dashboards may name only what is listed here; ``unknown_references`` is what the tests use to
+hold them to it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ class Measurement:
     fields: dict[str, FieldType]
     description: str = ""
     optional: bool = field(default=False)
+    # Families of fields named by a value (a histogram bin's edge), read with /^prefix/
+    field_patterns: dict[str, FieldType] = field(default_factory=dict)
+
+    def field_type(self, name: str) -> FieldType | None:
+        if name in self.fields:
+            return self.fields[name]
+        return next(
+            (kind for pattern, kind in self.field_patterns.items() if re.fullmatch(pattern, name)),
+            None,
+        )
 
 
 _STAMP_TAGS: dict[str, frozenset[str] | None] = {
@@ -31,7 +43,10 @@ _STAMP_TAGS: dict[str, frozenset[str] | None] = {
     "policy": None,
     "src_node": None,
     "dst_node": None,
+    "segment_list": None,
 }
+# The delay histogram: replies in [previous edge, edge) per bin, the last up to infinity
+HISTOGRAM_PREFIX = "hist_lt_"
 _VALIDITY: dict[str, FieldType] = {"block": "int", "valid": "bool", "reason": "string"}
 
 SCHEMA: dict[str, Measurement] = {
@@ -62,6 +77,7 @@ SCHEMA: dict[str, Measurement] = {
             "mean_ns": "int",
             "jitter_ns": "int",
         },
+        field_patterns={rf"{HISTOGRAM_PREFIX}(-?\d+|inf)": "int"},
     ),
     "flow": Measurement(
         description="one point per node per monitored flow per block",
@@ -84,6 +100,18 @@ SCHEMA: dict[str, Measurement] = {
             "one_way_valid": "bool",
         },
     ),
+    "liveness": Measurement(
+        description="one point per change of a segment list's liveness, time = the deciding "
+        "probe's send time",
+        optional=True,
+        tags=dict(_STAMP_TAGS),
+        fields={
+            "state": "int",
+            "previous": "int",
+            "consecutive": "int",
+            "description": "string",
+        },
+    ),
 }
 
 # InfluxQL functions whose first argument must be a numeric field.
@@ -98,6 +126,7 @@ _GROUP_BY = re.compile(r"\bGROUP\s+BY\s+(.*?)(?:\bfill\(|\bORDER\b|\bLIMIT\b|$)"
 _WITH_KEY = re.compile(r'\bWITH\s+KEY\s*=\s*"([^"]+)"', re.IGNORECASE)
 _TAG_EQUALS = re.compile(r'"([^"]+)"\s*(?:=|!=|<>)\s*\'((?:[^\'\\]|\\.)*)\'')
 _TAG_REGEX = re.compile(r'"([^"]+)"\s*[=!]~\s*/\^\(?([\w|-]+)\)?\$/')
+_FIELD_REGEX = re.compile(r"(?:SELECT\s+|,\s*|\()/\^(\w+)/", re.IGNORECASE)
 _BOOL_COMPARE = re.compile(r'"([^"]+)"\s*(?:=|!=)\s*(?:true|false)\b', re.IGNORECASE)
 
 
@@ -117,12 +146,20 @@ def unknown_references(query: str) -> list[str]:
     known = [SCHEMA[m] for m in measurements]
     tags = {t for m in known for t in m.tags}
     fields = {name: kind for m in known for name, kind in m.fields.items()}
+    for ident in _IDENT.findall(query):
+        kind = next((k for m in known if (k := m.field_type(ident))), None)
+        if kind is not None:
+            fields[ident] = kind
     aliases = set(_ALIAS.findall(query))
 
     for ident in _IDENT.findall(query):
         if ident in measurements or ident in aliases or ident in tags or ident in fields:
             continue
         problems.append(f"{ident!r} is neither a tag nor a field of {measurements}")
+    for prefix in _FIELD_REGEX.findall(query):
+        families = [p for m in known for p in m.field_patterns]
+        if not any(p.startswith(prefix) for p in families):
+            problems.append(f"/^{prefix}/ names no field family of {measurements}")
     for clause in _GROUP_BY.findall(query):
         problems += [
             f"GROUP BY {ident!r}: not a tag of {measurements}"

@@ -1,4 +1,6 @@
-"""Per-session detail: one STAMP session's loss, delay, jitter and probes, block by block."""
+"""Per-session detail: one STAMP session's loss, delay, jitter and probes, block by block, one
+series per segment list it probes; its delay histogram and the liveness of its segment lists
+(an annotation on every time series panel, and a panel of the state)."""
 
 # S608: the queries are constant templates; Grafana, not this code, fills in the values.
 # ruff: noqa: S608
@@ -12,8 +14,13 @@ from srv6pm.dashboards import panels as p
 UID = SESSION_DASHBOARD_UID  # the alert rules link to its panels
 TITLE = "srv6pm / Session detail"
 
-# Regex matches: Grafana interpolates InfluxQL variables in regex format (see fleet.py).
-_SESSION = '"session" =~ /^$session$/'
+# Regex matches: Grafana interpolates InfluxQL variables in regex format (see fleet.py). All
+# (.*) also matches a policy's only segment list, whose points have no segment_list tag.
+_SESSION = '"session" =~ /^$session$/ AND "segment_list" =~ /^$segment_list$/'
+_BY_DIRECTION = 'GROUP BY "segment_list", "direction"'
+_PER_DIRECTION = "$tag_segment_list $tag_direction"
+# Each bin's sum is a series named by its upper edge (ns) or +Inf: Grafana's "le" heatmap rows
+_BINS = (p.rename("^sum_hist_lt_inf$", "+Inf"), p.rename("^sum_hist_lt_(-?[0-9]+)$", "$1"))
 _TWO_WAY = "\"direction\" = 'two_way'"
 _ONE_WAY = '"direction" =~ /^(forward|reverse)$/'
 _PERCENTILES = (
@@ -40,6 +47,26 @@ def build() -> Dashboard:
                 p.tag_values("loss", "session", '"policy" =~ /^$policy$/'),
             )
         )
+        .with_variable(
+            p.variable(
+                "segment_list",
+                "Segment list",
+                # of the chosen policies (a variable without All, as session is, could not be
+                # listed before one is chosen)
+                p.tag_values("loss", "segment_list", '"policy" =~ /^$policy$/'),
+                include_all=True,
+            )
+        )
+        .annotation(
+            p.annotation(
+                "Liveness changes",
+                'SELECT "description", "segment_list" FROM "liveness" '
+                f"WHERE $timeFilter AND {_SESSION}",
+                text="description",
+                tags="segment_list",
+                color="red",
+            )
+        )
         .with_row(p.row("Loss"))
         .with_panel(
             p.timeseries(
@@ -50,8 +77,8 @@ def build() -> Dashboard:
                     p.target(
                         'SELECT "loss_ratio" FROM "loss" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
-                        'GROUP BY "direction"',
-                        alias="$tag_direction",
+                        f"{_BY_DIRECTION}",
+                        alias=_PER_DIRECTION,
                     )
                 ],
                 width=8,
@@ -66,8 +93,8 @@ def build() -> Dashboard:
                     p.target(
                         'SELECT "lost" FROM "loss" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
-                        'GROUP BY "direction"',
-                        alias="$tag_direction",
+                        f"{_BY_DIRECTION}",
+                        alias=_PER_DIRECTION,
                     )
                 ],
                 bars=True,
@@ -83,8 +110,8 @@ def build() -> Dashboard:
                     p.target(
                         'SELECT "tx", "rx" FROM "loss" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
-                        'GROUP BY "direction"',
-                        alias="$tag_direction $col",
+                        f"{_BY_DIRECTION}",
+                        alias=f"{_PER_DIRECTION} $col",
                     )
                 ],
                 width=8,
@@ -99,8 +126,9 @@ def build() -> Dashboard:
                 [
                     p.target(
                         f'SELECT {_PERCENTILES} FROM "delay" '
-                        f'WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY} AND "valid" = true',
-                        alias="$col",
+                        f'WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY} AND "valid" = true '
+                        'GROUP BY "segment_list"',
+                        alias="$tag_segment_list $col",
                     )
                 ],
             )
@@ -115,8 +143,8 @@ def build() -> Dashboard:
                     p.target(
                         f'SELECT {_PERCENTILES} FROM "delay" '
                         f'WHERE $timeFilter AND {_SESSION} AND {_ONE_WAY} AND "valid" = true '
-                        'GROUP BY "direction"',
-                        alias="$tag_direction $col",
+                        f"{_BY_DIRECTION}",
+                        alias=f"{_PER_DIRECTION} $col",
                     )
                 ],
             )
@@ -130,8 +158,8 @@ def build() -> Dashboard:
                     p.target(
                         'SELECT "jitter_ns" AS "jitter" FROM "delay" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = true '
-                        'GROUP BY "direction"',
-                        alias="$tag_direction",
+                        f"{_BY_DIRECTION}",
+                        alias=_PER_DIRECTION,
                     )
                 ],
             )
@@ -144,8 +172,9 @@ def build() -> Dashboard:
                 [
                     p.target(
                         'SELECT "probes_sent", "probes_lost", "samples" FROM "delay" '
-                        f"WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY}",
-                        alias="$col",
+                        f"WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY} "
+                        'GROUP BY "segment_list"',
+                        alias="$tag_segment_list $col",
                     )
                 ],
             )
@@ -157,7 +186,7 @@ def build() -> Dashboard:
                 "Blocks of this session without a loss result, newest first.",
                 [
                     p.target(
-                        'SELECT "direction", "block", "reason" FROM "loss" '
+                        'SELECT "segment_list", "direction", "block", "reason" FROM "loss" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = false '
                         "ORDER BY time DESC LIMIT 500",
                         table=True,
@@ -171,7 +200,7 @@ def build() -> Dashboard:
                 "Blocks of this session without a delay result, newest first.",
                 [
                     p.target(
-                        'SELECT "direction", "block", "reason" FROM "delay" '
+                        'SELECT "segment_list", "direction", "block", "reason" FROM "delay" '
                         f'WHERE $timeFilter AND {_SESSION} AND "valid" = false '
                         "ORDER BY time DESC LIMIT 500",
                         table=True,
@@ -205,6 +234,59 @@ def build() -> Dashboard:
                     ),
                 ],
                 width=24,
+            )
+        )
+        .with_row(p.row("Delay histogram and liveness"))
+        .with_panel(
+            p.heatmap(
+                "Two-way delay histogram",
+                "Replies per delay bin and interval, summed over the chosen segment lists: each "
+                "row is a bin up to its upper edge (the last up to infinity). Empty unless the "
+                "session has histogram bin edges.",
+                p.NANOSECONDS,
+                [
+                    p.target(
+                        'SELECT sum(/^hist_lt_/) FROM "delay" '
+                        f'WHERE $timeFilter AND {_SESSION} AND {_TWO_WAY} AND "valid" = true '
+                        "GROUP BY time($__interval) fill(none)",
+                        alias="$col",
+                    )
+                ],
+                transformations=_BINS,
+                width=24,
+            )
+        )
+        .with_panel(
+            p.stat(
+                "Liveness",
+                "UP or DOWN per segment list: its last change in the time range (the changes "
+                "are drawn on the time series panels). Empty while none changed in the range "
+                "or the session has liveness off.",
+                [
+                    p.target(
+                        'SELECT last("state") AS "state" FROM "liveness" '
+                        f'WHERE $timeFilter AND {_SESSION} GROUP BY "segment_list"',
+                        alias="$tag_segment_list",
+                    )
+                ],
+                width=8,
+            )
+        )
+        .with_panel(
+            p.table(
+                "Liveness changes",
+                "Each change, newest first: the state it went to (1 up, 0 down), from which, "
+                "and the replies received or missed in a row that decided it.",
+                [
+                    p.target(
+                        'SELECT "segment_list", "state", "previous", "consecutive", '
+                        '"description" FROM "liveness" '
+                        f"WHERE $timeFilter AND {_SESSION} ORDER BY time DESC LIMIT 500",
+                        table=True,
+                    )
+                ],
+                states=("state", "previous"),
+                width=16,
             )
         )
     )
