@@ -67,6 +67,7 @@ def running_lab(
     prefix_start: str = PREFIX_START,
     apply_scenario: bool = True,
     capabilities: tuple[str, ...] | None = None,
+    topology_name: str = "default",
 ) -> Iterator[Lab]:
     """A lab of the default topology in the scenario's state, with UDP listeners on both hosts;
     torn down on exit, with the node managers' logs printed if a test of the module failed.
@@ -76,11 +77,11 @@ def running_lab(
     ``apply_scenario`` the node managers start empty (the controller programs them)."""
     if os.geteuid() != 0:
         pytest.fail("lab tests need root (network namespaces, eBPF)")
-    topology = Topology.load("default").model_copy(update={"period_s": PERIOD_S})
+    topology = Topology.load(topology_name).model_copy(update={"period_s": PERIOD_S})
     instance = Lab(
         topology,
         prefix=f"{prefix_start}{secrets.token_hex(3)}",
-        base_port=free_port_block(6),  # gRPC, then Prometheus ports
+        base_port=free_port_block(2 * len(topology.routers)),  # gRPC, then Prometheus ports
         node_manager_settings=node_manager_settings,
         tls=tls,
         capabilities=capabilities,

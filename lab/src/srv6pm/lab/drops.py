@@ -22,7 +22,7 @@ from typing import Any
 
 TABLE = "srv6pm_lab"
 CHAIN = "forward"
-MAX_COUNT = 100_000_000  # burst * ns-per-day must fit the kernel's u64 token count
+MAX_COUNT = 100_000  # (burst + 1) * ns-per-day (8.64e13) must fit the kernel's s64 tokens
 
 
 @dataclass(frozen=True)
