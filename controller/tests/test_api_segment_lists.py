@@ -66,7 +66,7 @@ def loss_record(session: str, segment_list: str, k: int) -> pb.MeasurementRecord
     if (segment_list, k) == ("sl1", SL1_PROBE_LOST):
         record.reason = "probe lost"
     else:
-        tx, rx = LOSS[(session, segment_list)](k)
+        tx, rx = LOSS.get((session, segment_list), lambda k: (20, 20))(k)
         record.valid = True
         record.forward.CopyFrom(
             pb.DirectionLoss(tx=tx, rx=rx, lost=tx - rx, loss_ratio=(tx - rx) / tx)
@@ -362,3 +362,19 @@ def test_liveness_and_policy_results_are_503_problems_while_influxdb_is_down(lab
     ):
         body = problem(reader.get(path), 503)
         assert body["title"] == "Results unavailable"
+
+
+def test_a_session_s_senders_per_segment_list_are_its_results(lab, reader, influx):
+    """A session probing several segment lists has a sender per segment list on its node,
+    named "<session>/<segment list>": their points are the session's."""
+    record = loss_record("s1", "sl2", FIRST)
+    record.loss.session = record.loss.labels.session = "s1/sl2"
+    event = liveness_record("s1", "sl2", T0 + 9, DOWN, UP, 4)
+    event.liveness.session = event.liveness.labels.session = "s1/sl2"
+    other = loss_record("s1", "sl3", FIRST)
+    other.loss.session = other.loss.labels.session = "s10/sl3"  # another session's sender
+    write(influx, [record, event, other])
+    items = reader.get("/v1/sessions/s1/loss", **window(limit=1)).json()["items"]
+    assert [i["segment_list"] for i in items] == ["sl0", "sl1", "sl2"]
+    body = reader.get("/v1/sessions/s1/liveness", segment_list="sl2", **window()).json()
+    assert [(c["session"], c["state"]) for c in body["current"]] == [("s1/sl2", "down")]

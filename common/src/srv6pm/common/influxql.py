@@ -11,3 +11,12 @@ def escape_string(value: str) -> str:
 def string_literal(value: str) -> str:
     """``value`` as an InfluxQL string literal, quotes included."""
     return f"'{escape_string(value)}'"
+
+
+_REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}/")
+
+
+def escape_regex(value: str) -> str:
+    """``value`` matched literally inside an InfluxQL ``/.../`` regex literal (``/`` is its
+    delimiter)."""
+    return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in value)

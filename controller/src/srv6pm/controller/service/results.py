@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from srv6pm.common.influxql import string_literal
+from srv6pm.common.influxql import escape_regex, string_literal
 
 from ..adapters.influx import InfluxResults
 from ..domain.errors import Invalid, NotFound
@@ -53,6 +53,11 @@ class Scope:
 
     def where(self) -> str:
         out = f'"{self.tag}" = {string_literal(self.name)}'
+        if self.tag == "session":
+            # A session probing several segment lists has a sender per segment list, named
+            # "<session>/<segment list>" on its node (session names have no "/")
+            senders = f"/^{escape_regex(self.name)}\\/[^\\/]+$/"
+            out = f'({out} OR "session" =~ {senders})'
         if self.segment_list is not None:
             out += f' AND "segment_list" = {string_literal(self.segment_list)}'
         return out
