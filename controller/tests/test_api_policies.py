@@ -30,6 +30,17 @@ def test_a_policy_is_created_with_its_path_and_flow_mon_id(lab):
         "device": "",
         "table": 0,
         "flow_mon_id": created["flow_mon_id"],
+        "segment_lists": [
+            {
+                "name": "sl0",
+                "segments": TO_H2["segments"],
+                "weight": 1,
+                "flow_mon_id": created["flow_mon_id"],
+                "flow": "to-h2",
+                "path": ["r1", "r2", "r3"],
+            }
+        ],
+        "protection": False,
         "path": ["r1", "r2", "r3"],
         "status": {
             "state": "pending",

@@ -1,5 +1,6 @@
 """/v1/sessions on SQLite and PostgreSQL: create, read, list, update, delete, SSIDs, HMAC keys that
-are never shown, and the rules that let STAMP sessions share nodes."""
+are never shown, and the rules that let STAMP sessions share nodes (docs/CONTROLLER.md).
+Sessions over several segment lists and profiles: test_api_segment_list_sessions.py."""
 
 from __future__ import annotations
 
@@ -41,20 +42,36 @@ def lab(admin):
 def test_a_session_is_created_with_its_ends_paths_and_identifiers(lab):
     created = lab.create("sessions", {**S1, "delay_interval_ms": 100, "hmac_key": KEY_A})
     policies = {p["name"]: p for p in lab.ok("GET", "/v1/policies")["items"]}
+    flow_mon_ids = {
+        "forward": policies["to-h2"]["flow_mon_id"],
+        "reverse": policies["to-h1"]["flow_mon_id"],
+    }
+    paths = {"forward": ["r1", "r2", "r3"], "reverse": ["r3", "r2", "r1"]}
     assert created == {
         "name": "s1",
         "policy": "to-h2",
+        "segment_list": None,
         "return_policy": "to-h1",
+        "return_segment_list": "sl0",
+        "profile": None,
         "delay_interval_ms": 100,
+        "liveness": {"enabled": False, "down_after": 3, "up_after": 1, "timeout_ms": 0},
+        "histogram_edges_us": [],
         "authenticated": True,
         "ssid": created["ssid"],
+        "segment_lists": [
+            {
+                "segment_list": "sl0",
+                "ssid": created["ssid"],
+                "sender": "s1",
+                "flow_mon_ids": flow_mon_ids,
+                "path": paths,
+            }
+        ],
         "sender_node": "r1",
         "reflector_node": "r3",
-        "flow_mon_ids": {
-            "forward": policies["to-h2"]["flow_mon_id"],
-            "reverse": policies["to-h1"]["flow_mon_id"],
-        },
-        "path": {"forward": ["r1", "r2", "r3"], "reverse": ["r3", "r2", "r1"]},
+        "flow_mon_ids": flow_mon_ids,
+        "path": paths,
         "marking_mode": "altmark",
         "period_s": None,
         "status": {
@@ -215,22 +232,20 @@ def test_a_reflector_without_a_key_takes_only_sessions_without_one(lab):
     assert "session s1 is reflected by r3 with no HMAC key" in body["detail"]
 
 
-def test_sessions_between_the_same_two_nodes_use_the_same_policies(lab):
-    lab.create("sessions", S1)
+def test_sessions_between_the_same_two_nodes_may_use_other_policies(lab):
+    """Probes are steered into their segment list by a mark per SSID, not by their destination:
+    a second policy between r1 and r3 is measured on its own path."""
+    s1 = lab.create("sessions", S1)
     lab.create(
         "policies",
         {**TO_H2, "name": "to-h2-direct", "segments": ["fc00:0:3::d6"], "prefix": "fd00:3::/64"},
     )
-    body = problem(
-        lab.post(
-            "/v1/sessions", {"name": "s3", "policy": "to-h2-direct", "return_policy": "to-h1"}
-        ),
-        409,
-    )
-    assert body["detail"].startswith(
-        "session s1 already steers STAMP traffic from r1 to fcf0:23::3 into another SID list"
-    )
-    # the other way round (r3 -> r1 over to-h1, replies over to-h2) shares both routes: fine
+    s3 = lab.create("sessions", {"name": "s3", "policy": "to-h2-direct", "return_policy": "to-h1"})
+    assert s3["path"] == {"forward": ["r1", "r3"], "reverse": ["r3", "r2", "r1"]}
+    assert s3["ssid"] != s1["ssid"]
+    assert s3["flow_mon_ids"]["forward"] != s1["flow_mon_ids"]["forward"]
+    # both return on to-h1; the other way round (r3 -> r1 over to-h1) is fine too
+    assert s3["flow_mon_ids"]["reverse"] == s1["flow_mon_ids"]["reverse"]
     lab.create("sessions", S2)
 
 

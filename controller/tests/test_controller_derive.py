@@ -8,7 +8,16 @@ import dataclasses
 import pytest
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.controller.domain.derive import monitored, node_states
-from srv6pm.controller.domain.model import Fleet, LocalSid, Node, NodeInfo, Policy, Session
+from srv6pm.controller.domain.model import (
+    Fleet,
+    LocalSid,
+    Node,
+    NodeInfo,
+    Policy,
+    Probed,
+    SegmentList,
+    Session,
+)
 from srv6pm.controller.domain.state import (
     Marking,
     MonitoredFlow,
@@ -43,14 +52,23 @@ def lab(marking: MarkingMode = MarkingMode.ALTMARK) -> Fleet:
         "fc00:0:3::d6": LocalSid("fc00:0:3::d6", "r3", Behaviour.END_DT6),
     }
     policies = {
-        "to-h2": Policy("to-h2", "r1", "r3", FORWARD, "fd00:2::/64", flow_mon_id=11),
+        "to-h2": Policy(
+            "to-h2", "r1", "r3", (SegmentList(FORWARD, flow_mon_id=11),), "fd00:2::/64"
+        ),
         "to-h1": Policy(
-            "to-h1", "r3", "r1", REVERSE, "fd00:1::/64", EncapMode.ENCAP_RED, flow_mon_id=12
+            "to-h1",
+            "r3",
+            "r1",
+            (SegmentList(REVERSE, flow_mon_id=12),),
+            "fd00:1::/64",
+            EncapMode.ENCAP_RED,
         ),
     }
     sessions = {
-        "s1": Session("s1", "to-h2", "to-h1", delay_interval_ms=100, hmac_key=KEY, ssid=1),
-        "s2": Session("s2", "to-h1", "to-h2", hmac_key=KEY, ssid=2),
+        "s1": Session(
+            "s1", "to-h2", "to-h1", delay_interval_ms=100, hmac_key=KEY, ssids=(Probed("sl0", 1),)
+        ),
+        "s2": Session("s2", "to-h1", "to-h2", hmac_key=KEY, ssids=(Probed("sl0", 2),)),
     }
     return Fleet(nodes, sids, policies, sessions, marking)
 
@@ -171,7 +189,9 @@ def test_every_behaviour_and_encap_mode_reaches_the_node_as_given(behaviour):
             )
         },
         policies={
-            m.value: Policy(m.value, "r1", "r2", ("fc00::1",), f"fd00:{i}::/64", m, "eth1", 7)
+            m.value: Policy(
+                m.value, "r1", "r2", (SegmentList(("fc00::1",)),), f"fd00:{i}::/64", m, "eth1", 7
+            )
             for i, m in enumerate(EncapMode)
         },
     )

@@ -9,7 +9,7 @@ import pytest
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 from srv6pm.controller.adapters.nodes import diff_of, info_of, state_to_proto
 from srv6pm.controller.domain.derive import node_states
-from srv6pm.controller.domain.model import Fleet, LocalSid, Node, Policy
+from srv6pm.controller.domain.model import Fleet, LocalSid, Node, Policy, SegmentList
 from srv6pm.controller.domain.state import Changes, StateDiff
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2
@@ -145,7 +145,9 @@ def test_every_behaviour_and_encap_mode_has_its_proto_value(behaviour):
             )
         },
         policies={
-            m.value: Policy(m.value, "r1", "r2", ("fc00::1",), f"fd00:{i}::/64", m, "eth1", 7)
+            m.value: Policy(
+                m.value, "r1", "r2", (SegmentList(("fc00::1",)),), f"fd00:{i}::/64", m, "eth1", 7
+            )
             for i, m in enumerate(EncapMode)
         },
     )

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from srv6pm.common.srv6 import Behaviour, EncapMode
 from srv6pm.controller.domain.errors import Conflict, Invalid
-from srv6pm.controller.domain.model import Fleet, LocalSid, Node, Policy, Session
-from srv6pm.controller.domain.paths import check_policy, check_session, path, stamp_routes
+from srv6pm.controller.domain.model import Fleet, LocalSid, Node, Policy, SegmentList, Session
+from srv6pm.controller.domain.paths import check_policy, check_session, path
 
 FORWARD = ("fc00:0:2::e", "fc00:0:3::d6")
 REVERSE = ("fc00:0:2::e", "fc00:0:1::d6")
@@ -28,15 +28,22 @@ def lab() -> Fleet:
         sids[f"fc00:0:{i}::e"] = LocalSid(f"fc00:0:{i}::e", node, Behaviour.END)
         sids[f"fc00:0:{i}::d6"] = LocalSid(f"fc00:0:{i}::d6", node, Behaviour.END_DT6)
     policies = {
-        "to-h2": Policy("to-h2", "r1", "r3", FORWARD, "fd00:2::/64", flow_mon_id=1),
-        "to-h1": Policy("to-h1", "r3", "r1", REVERSE, "fd00:1::/64", flow_mon_id=2),
-        "r2-r3": Policy("r2-r3", "r2", "r3", ("fc00:0:3::d6",), "fd00:23::/64", flow_mon_id=3),
-        "r3-r2": Policy("r3-r2", "r3", "r2", ("fc00:0:2::d6",), "fd00:32::/64", flow_mon_id=4),
+        "to-h2": one("to-h2", "r1", "r3", FORWARD, "fd00:2::/64", 1),
+        "to-h1": one("to-h1", "r3", "r1", REVERSE, "fd00:1::/64", 2),
+        "r2-r3": one("r2-r3", "r2", "r3", ("fc00:0:3::d6",), "fd00:23::/64", 3),
+        "r3-r2": one("r3-r2", "r3", "r2", ("fc00:0:2::d6",), "fd00:32::/64", 4),
     }
     return Fleet(nodes=nodes, sids=sids, policies=policies)
 
 
-def policy(**changes) -> Policy:
+def one(name, head, tail, segments, prefix, flow_mon_id) -> Policy:
+    """A policy with one segment list."""
+    return Policy(name, head, tail, (SegmentList(segments, flow_mon_id=flow_mon_id),), prefix)
+
+
+def policy(segments=None, **changes) -> Policy:
+    if segments is not None:
+        changes["segment_lists"] = (SegmentList(segments),)
     return dataclasses.replace(
         lab().policies["to-h2"], **{"name": "new", "prefix": "fd00:9::/64", **changes}
     )
@@ -114,15 +121,7 @@ def with_sessions(*sessions: Session) -> Fleet:
     return dataclasses.replace(lab(), sessions={s.name: s for s in sessions})
 
 
-def test_stamp_routes_are_the_probes_at_the_sender_and_the_replies_at_the_reflector():
-    fleet = lab()
-    assert stamp_routes(session("s1", "to-h2", "to-h1"), fleet) == [
-        (("r1", "fcf0::3"), FORWARD),
-        (("r3", "fcf0::1"), REVERSE),
-    ]
-
-
-def test_sessions_both_ways_between_two_nodes_share_their_routes():
+def test_sessions_both_ways_between_two_nodes_run_together():
     s1, s2 = session("s1", "to-h2", "to-h1", b"k"), session("s2", "to-h1", "to-h2", b"k")
     fleet = with_sessions(s1, s2)
     check_session(s1, fleet)
@@ -159,14 +158,12 @@ def test_sessions_that_cannot_run_are_refused(others, new, error, message):
         check_session(new, with_sessions(*others))
 
 
-def test_sessions_between_two_nodes_must_use_the_same_sid_lists():
+def test_sessions_between_two_nodes_may_use_any_policies():
+    """Each session's probes are steered into their own segment list (a mark per SSID), so a
+    second policy between r1 and r3 is measured apart, and both return on to-h1."""
     fleet = with_sessions(session("s1", "to-h2", "to-h1"))
-    direct = Policy("direct", "r1", "r3", ("fc00:0:3::d6",), "fd00:3::/64", flow_mon_id=9)
-    fleet.policies["direct"] = direct
-    with pytest.raises(
-        Conflict, match="session s1 already steers STAMP traffic from r1 to fcf0::3"
-    ):
-        check_session(session("s", "direct", "to-h1"), fleet)
+    fleet.policies["direct"] = one("direct", "r1", "r3", ("fc00:0:3::d6",), "fd00:3::/64", 9)
+    check_session(session("s", "direct", "to-h1"), fleet)
 
 
 def test_a_session_needs_probe_addresses_at_both_ends():

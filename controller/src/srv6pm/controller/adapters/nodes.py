@@ -99,13 +99,21 @@ def _local_sid(sid: LocalSid) -> pb.LocalSid:
 
 
 def _policy(policy: Policy) -> pb.SrPolicy:
+    """One segment list goes as `segments` (the form every node manager knows, and what it
+    reads back); several as weighted `segment_lists`."""
+    lists = policy.segment_lists
     return pb.SrPolicy(
         name=policy.name,
         prefix=policy.prefix,
-        segments=policy.segments,
+        segments=lists[0].segments if len(lists) == 1 else (),
+        segment_lists=[
+            pb.SegmentList(name=sl.name, segments=sl.segments, weight=sl.weight)
+            for sl in (lists if len(lists) > 1 else ())
+        ],
         mode=encap_mode_to_proto(policy.encap_mode),
         device=policy.device,
         table=policy.table,
+        protection=policy.protection,
     )
 
 
@@ -133,6 +141,16 @@ def _sender(session: SenderSession) -> pb.SenderSession:
         hmac_key=session.hmac_key,
         policy=session.policy,
         reflector_node=session.reflector_node,
+        segment_list=session.segment_list,
+        liveness=pb.Liveness(
+            enabled=session.liveness.enabled,
+            down_after=session.liveness.down_after,
+            up_after=session.liveness.up_after,
+            timeout_ms=session.liveness.timeout_ms,
+        )
+        if session.liveness.enabled
+        else None,
+        histogram_edges_us=session.histogram_edges_us,
     )
 
 

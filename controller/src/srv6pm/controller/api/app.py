@@ -18,6 +18,7 @@ from .routes import (
     nodes,
     policies,
     policy_results,
+    profiles,
     results,
     sessions,
     thresholds,
@@ -33,6 +34,7 @@ ERRORS: dict[str, Responses] = {
     nodes.__name__: {**_NOT_FOUND, **_CONFLICT},
     local_sids.__name__: {**_NOT_FOUND, **_CONFLICT},
     policies.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
+    profiles.__name__: {**_NOT_FOUND, **_CONFLICT},
     sessions.__name__: {**_NOT_FOUND, **_CONFLICT, **_EXHAUSTED},
     results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
     policy_results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
@@ -56,7 +58,7 @@ def create_app(services: Services, registry: CollectorRegistry | None = None) ->
     )
     app.state.services = services
     problems.install(app)
-    routes = (nodes, local_sids, policies, sessions, results, policy_results, liveness)
+    routes = (nodes, local_sids, policies, profiles, sessions, results, policy_results, liveness)
     for module in (*routes, thresholds, admin):
         app.include_router(module.router, responses=ERRORS[module.__name__])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from ipaddress import IPv4Address, IPv6Address, IPv6Network
 from typing import Annotated, Any, Literal
@@ -13,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
@@ -191,47 +193,183 @@ class LocalSidList(Page):
 # ---- policies ---------------------------------------------------------------------------------
 
 
+class SegmentListIn(Strict):
+    name: Name | None = Field(None, description="unique in the policy (default: sl0, sl1, ...)")
+    segments: Segments
+    weight: int = Field(1, ge=1, le=256, description="share of the policy's flows hashed onto it")
+
+
+SegmentLists = Annotated[
+    list[SegmentListIn],
+    Field(
+        min_length=1,
+        max_length=64,
+        description="several weighted SID lists (flows are hashed over them); instead of "
+        "`segments`",
+    ),
+]
+
+
+def _distinct_lists(lists: list[SegmentListIn] | None) -> list[SegmentListIn] | None:
+    """Names default to sl<position>; each name and each SID list once."""
+    if lists is None:
+        return None
+    named = [sl.model_copy(update={"name": sl.name or f"sl{i}"}) for i, sl in enumerate(lists)]
+    names = [sl.name for sl in named]
+    twice = sorted({n for n in names if n is not None and names.count(n) > 1})
+    if twice:
+        raise ValueError(f"segment list names {', '.join(twice)} are given more than once")
+    seen: dict[tuple[IPv6Address, ...], str | None] = {}
+    for sl in named:
+        key = tuple(sl.segments)
+        if key in seen:
+            raise ValueError(f"segment lists {seen[key]} and {sl.name} have the same SIDs")
+        seen[key] = sl.name
+    return named
+
+
 class PolicyIn(Strict):
     name: Name
     head_node: Name
     tail_node: Name
-    segments: Segments
+    segments: Segments | None = Field(None, description="the policy's one SID list")
+    segment_lists: SegmentLists | None = None
     prefix: Prefix6 = Field(description="IPv6 prefix steered into the policy")
     encap_mode: EncapMode = EncapMode.ENCAP
     device: Interface | Literal[""] = Field("", description="required for l2encap")
     table: Table = 0
+    protection: bool = Field(
+        False, description="stop hashing flows onto a segment list while its liveness is down"
+    )
+
+    _lists = field_validator("segment_lists")(_distinct_lists)
 
     @model_validator(mode="after")
     def _device(self) -> PolicyIn:
         if self.encap_mode is EncapMode.L2ENCAP and not self.device:
             raise ValueError("l2encap needs a device")
+        if (self.segments is None) == (self.segment_lists is None):
+            raise ValueError("give segments (one SID list) or segment_lists, not both or none")
         return self
 
 
 class PolicyPatch(Strict):
     segments: Segments | None = None
+    segment_lists: SegmentLists | None = None
     prefix: Prefix6 | None = None
     encap_mode: EncapMode | None = None
     device: Interface | Literal[""] | None = None
     table: Table | None = None
+    protection: bool | None = None
+
+    _lists = field_validator("segment_lists")(_distinct_lists)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PolicyPatch:
+        if self.segments is not None and self.segment_lists is not None:
+            raise ValueError("give segments or segment_lists, not both")
+        return self
+
+
+class SegmentListOut(BaseModel):
+    name: str
+    segments: list[str]
+    weight: int
+    flow_mon_id: int = Field(description="RFC 9343 FlowMonID, allocated by the controller")
+    flow: str = Field(description="the monitored flow's name (records' flow tag)")
+    path: list[str] = Field(description="the nodes that count its packets, in order")
 
 
 class PolicyOut(BaseModel):
     name: str
     head_node: str
     tail_node: str
-    segments: list[str]
+    segments: list[str] = Field(description="the only segment list's SIDs ([]: several)")
+    segment_lists: list[SegmentListOut]
     prefix: str
     encap_mode: EncapMode
     device: str
     table: int
-    flow_mon_id: int = Field(description="RFC 9343 FlowMonID, allocated by the controller")
-    path: list[str] = Field(description="the nodes that count the policy's packets, in order")
+    protection: bool
+    flow_mon_id: int | None = Field(
+        description="the only segment list's FlowMonID (null: several, see segment_lists)"
+    )
+    path: list[str] = Field(description="the first segment list's path")
     status: Status
 
 
 class PolicyList(Page):
     items: list[PolicyOut]
+
+
+# ---- measurement profiles -----------------------------------------------------------------------
+
+
+class LivenessIn(Strict):
+    enabled: bool = True
+    down_after: int = Field(3, ge=1, le=255, description="down after N probes without a reply")
+    up_after: int = Field(1, ge=1, le=255, description="up after N replies in a row")
+    timeout_ms: int = Field(
+        0, ge=0, le=60_000, description="a reply later than this is missed (0: the probe interval)"
+    )
+
+    @field_validator("timeout_ms")
+    @classmethod
+    def _timeout(cls, value: int) -> int:
+        if 0 < value < 10:
+            raise ValueError("at least 10 ms (or 0: the probe interval)")
+        return value
+
+
+def _edges(value: list[int] | None) -> list[int] | None:
+    if value is not None and any(b <= a for a, b in itertools.pairwise(value)):
+        raise ValueError("bin edges must ascend")
+    return value
+
+
+HistogramEdges = Annotated[
+    list[Annotated[int, Field(ge=1, le=60_000_000)]],
+    Field(max_length=10, description="delay histogram bin edges in microseconds, ascending"),
+    AfterValidator(_edges),
+]
+DelayInterval = Annotated[
+    int, Field(ge=0, le=60_000, description="a probe every N ms (0: one probe per block)")
+]
+
+
+class ProfileIn(Strict):
+    name: Name
+    delay_interval_ms: DelayInterval = 0
+    liveness: LivenessIn = Field(
+        default_factory=lambda: LivenessIn.model_validate({"enabled": False})
+    )
+    histogram_edges_us: HistogramEdges = Field(default_factory=list)
+
+
+class ProfilePatch(Strict):
+    delay_interval_ms: DelayInterval | None = None
+    liveness: LivenessIn | None = None
+    histogram_edges_us: HistogramEdges | None = None
+
+
+class LivenessOut(BaseModel):
+    enabled: bool
+    down_after: int
+    up_after: int
+    timeout_ms: int
+
+
+class ProfileOut(BaseModel):
+    name: str
+    delay_interval_ms: int
+    liveness: LivenessOut
+    histogram_edges_us: list[int]
+    revision: int
+    sessions: list[str] = Field(description="sessions that name it (the first 20)")
+
+
+class ProfileList(Page):
+    items: list[ProfileOut]
 
 
 # ---- sessions ---------------------------------------------------------------------------------
@@ -240,31 +378,64 @@ class PolicyList(Page):
 class SessionIn(Strict):
     name: Name
     policy: Name = Field(description="the measured policy (probes go this way)")
-    return_policy: Name = Field(description="the way back (replies, and the reverse loss)")
-    delay_interval_ms: int = Field(
-        0, ge=0, le=60_000, description="a delay probe every N ms (0: one probe per block)"
+    segment_list: Name | None = Field(
+        None, description="measure this segment list only (default: every one of the policy)"
     )
+    return_policy: Name = Field(description="the way back (replies, and the reverse loss)")
+    return_segment_list: Name | None = Field(
+        None, description="the return policy's segment list replies take (default: its first)"
+    )
+    profile: Name | None = Field(None, description="a measurement profile; fields below win")
+    delay_interval_ms: DelayInterval | None = Field(
+        None, description="a delay probe every N ms (0: one probe per block; default: profile's)"
+    )
+    liveness: LivenessIn | None = None
+    histogram_edges_us: HistogramEdges | None = None
     hmac_key: HexKey | None = None
 
 
 class SessionPatch(Strict):
+    """Null for segment_list, return_segment_list, profile or a setting clears it (back to
+    every segment list, the first, no profile, the profile's value)."""
+
     policy: Name | None = None
+    segment_list: Name | None = None
     return_policy: Name | None = None
-    delay_interval_ms: int | None = Field(None, ge=0, le=60_000)
+    return_segment_list: Name | None = None
+    profile: Name | None = None
+    delay_interval_ms: DelayInterval | None = None
+    liveness: LivenessIn | None = None
+    histogram_edges_us: HistogramEdges | None = None
     hmac_key: HexKey | None = None
+
+
+class ProbedListOut(BaseModel):
+    """One segment list a session probes: a STAMP Session-Sender of its own."""
+
+    segment_list: str
+    ssid: int = Field(description="STAMP session identifier, allocated by the controller")
+    sender: str = Field(description="the Session-Sender's name on the node (records' session)")
+    flow_mon_ids: dict[str, int]
+    path: dict[str, list[str]]
 
 
 class SessionOut(BaseModel):
     name: str
     policy: str
+    segment_list: str | None = Field(description="null: every segment list of the policy")
     return_policy: str
-    delay_interval_ms: int
+    return_segment_list: str
+    profile: str | None
+    delay_interval_ms: int = Field(description="in effect (the session's, its profile's or 0)")
+    liveness: LivenessOut = Field(description="in effect")
+    histogram_edges_us: list[int] = Field(description="in effect")
     authenticated: bool = Field(description="an HMAC key is set (it is never shown)")
-    ssid: int = Field(description="STAMP session identifier, allocated by the controller")
+    ssid: int | None = Field(description="the SSID when one segment list is probed, else null")
+    segment_lists: list[ProbedListOut]
     sender_node: str
     reflector_node: str
-    flow_mon_ids: dict[str, int]
-    path: dict[str, list[str]]
+    flow_mon_ids: dict[str, int] | None = Field(description="null: several segment lists")
+    path: dict[str, list[str]] | None = Field(description="null: several segment lists")
     marking_mode: MarkingMode
     period_s: float | None = Field(description="the nodes' marking period (null: not known yet)")
     status: Status

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
-from ..domain.model import Fleet, LocalSid, Node, Policy, Session
+from ..domain.measured import legs, measurement, return_list
+from ..domain.model import Fleet, LivenessSettings, LocalSid, Node, Policy, Profile, Session
 from ..domain.paths import path
 from ..service.fleet import NodeStatus
 from . import schemas
@@ -67,19 +69,48 @@ def local_sid(s: LocalSid, revision: int, held: Mapping[str, NodeStatus]) -> sch
 def policy(
     p: Policy, revision: int, fleet: Fleet, held: Mapping[str, NodeStatus]
 ) -> schemas.PolicyOut:
-    nodes = path(p, fleet)
+    lists = [
+        schemas.SegmentListOut(
+            name=sl.name,
+            segments=list(sl.segments),
+            weight=sl.weight,
+            flow_mon_id=sl.flow_mon_id,
+            flow=p.flow_name(sl),
+            path=list(path(p, fleet, sl)),
+        )
+        for sl in p.segment_lists
+    ]
+    only = lists[0] if len(lists) == 1 else None
     return schemas.PolicyOut(
         name=p.name,
         head_node=p.head_node,
         tail_node=p.tail_node,
-        segments=list(p.segments),
+        segments=only.segments if only else [],
+        segment_lists=lists,
         prefix=p.prefix,
         encap_mode=p.encap_mode,
         device=p.device,
         table=p.table,
-        flow_mon_id=p.flow_mon_id,
-        path=list(nodes),
-        status=status(nodes, revision, held),
+        protection=p.protection,
+        flow_mon_id=only.flow_mon_id if only else None,
+        path=lists[0].path,
+        status=status((n for sl in lists for n in sl.path), revision, held),
+    )
+
+
+def liveness(settings: LivenessSettings) -> schemas.LivenessOut:
+    return schemas.LivenessOut(**dataclasses.asdict(settings))
+
+
+def profile(p: Profile, revision: int, users: list[str]) -> schemas.ProfileOut:
+    m = p.measurement
+    return schemas.ProfileOut(
+        name=p.name,
+        delay_interval_ms=m.delay_interval_ms,
+        liveness=liveness(m.liveness),
+        histogram_edges_us=list(m.histogram_edges_us),
+        revision=revision,
+        sessions=users,
     )
 
 
@@ -87,20 +118,40 @@ def session(
     s: Session, revision: int, fleet: Fleet, held: Mapping[str, NodeStatus]
 ) -> schemas.SessionOut:
     forward, back = fleet.policies[s.policy], fleet.policies[s.return_policy]
-    paths = {"forward": list(path(forward, fleet)), "reverse": list(path(back, fleet))}
+    back_sl = return_list(s, fleet)
+    reverse = list(path(back, fleet, back_sl))
+    probed = [
+        schemas.ProbedListOut(
+            segment_list=leg.segment_list.name,
+            ssid=leg.ssid,
+            sender=leg.sender_name,
+            flow_mon_ids={"forward": leg.segment_list.flow_mon_id, "reverse": back_sl.flow_mon_id},
+            path={"forward": list(path(forward, fleet, leg.segment_list)), "reverse": reverse},
+        )
+        for leg in legs(s, fleet)
+    ]
+    only = probed[0] if len(probed) == 1 else None
+    settings = measurement(s, fleet)
     info = fleet.nodes[forward.head_node].info
+    nodes = [n for leg in probed for n in leg.path["forward"]] + reverse
     return schemas.SessionOut(
         name=s.name,
         policy=s.policy,
+        segment_list=s.segment_list or None,
         return_policy=s.return_policy,
-        delay_interval_ms=s.delay_interval_ms,
+        return_segment_list=back_sl.name,
+        profile=s.profile or None,
+        delay_interval_ms=settings.delay_interval_ms,
+        liveness=liveness(settings.liveness),
+        histogram_edges_us=list(settings.histogram_edges_us),
         authenticated=bool(s.hmac_key),
-        ssid=s.ssid,
+        ssid=only.ssid if only else None,
+        segment_lists=probed,
         sender_node=forward.head_node,
         reflector_node=forward.tail_node,
-        flow_mon_ids={"forward": forward.flow_mon_id, "reverse": back.flow_mon_id},
-        path=paths,
+        flow_mon_ids=only.flow_mon_ids if only else None,
+        path=only.path if only else None,
         marking_mode=fleet.marking_mode,
         period_s=info.period_ns / 1e9 if info else None,
-        status=status(paths["forward"] + paths["reverse"], revision, held),
+        status=status(nodes, revision, held),
     )

@@ -1,9 +1,11 @@
 """Each node's NodeState (domain/state.py) from the domain's desired state.
 
-A policy that a session measures (forward or return) is a monitored flow named after the policy,
-with the policy's FlowMonID: INGRESS at its head-end, TRANSIT at each SID's node, EGRESS at its
-tail. The session's Session-Sender runs on the policy's head-end, its Session-Reflector on the
-tail, which may steer replies only into the return policy's SID list (RFC 9503 Return Path).
+Each segment list that a session measures (forward, or as its way back) is a monitored flow of its
+own (Policy.flow_name), with the segment list's FlowMonID: INGRESS at the policy's head-end,
+TRANSIT at each of its SIDs' nodes, EGRESS at the tail. A session has a Session-Sender per probed
+segment list on the head-end, each with its own SSID and probes encapsulated in exactly that
+segment list; the tail's Session-Reflector steers the replies of each SSID into the return
+segment list (RFC 9503 Return Path).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from dataclasses import dataclass, field
 
 from srv6pm.common.srv6 import Role
 
-from .model import Fleet, LocalSid, Policy
+from .measured import legs, measurement, return_list
+from .model import Fleet, LocalSid, Policy, SegmentList
 from .paths import path
 from .state import (
     Marking,
@@ -56,8 +59,19 @@ class _Placed:
 
 
 def monitored(fleet: Fleet) -> set[str]:
-    """Names of the policies some session measures (forward or return)."""
-    return {p for s in fleet.sessions.values() for p in (s.policy, s.return_policy)}
+    """Names of the flows of the segment lists some session measures (forward or return)."""
+    return set(_measured(fleet))
+
+
+def _measured(fleet: Fleet) -> dict[str, tuple[Policy, SegmentList]]:
+    out: dict[str, tuple[Policy, SegmentList]] = {}
+    for session in fleet.sessions.values():
+        forward = fleet.policies[session.policy]
+        for leg in legs(session, fleet):
+            out[forward.flow_name(leg.segment_list)] = (forward, leg.segment_list)
+        back, back_sl = fleet.policies[session.return_policy], return_list(session, fleet)
+        out[back.flow_name(back_sl)] = (back, back_sl)
+    return out
 
 
 def node_states(fleet: Fleet) -> Derived:
@@ -70,16 +84,21 @@ def node_states(fleet: Fleet) -> Derived:
         placed[sid.node].local_sids.append(sid)
     for policy in fleet.policies.values():
         placed[policy.head_node].policies.append(policy)
-    for name in sorted(monitored(fleet)):
-        _place_flow(fleet.policies[name], fleet, placed, problems)
+    for name, (policy, sl) in sorted(_measured(fleet).items()):
+        _place_flow(name, policy, sl, fleet, placed, problems)
     _place_sessions(fleet, placed)
     return Derived({name: p.state() for name, p in placed.items()}, problems)
 
 
 def _place_flow(
-    policy: Policy, fleet: Fleet, placed: dict[str, _Placed], problems: dict[str, str]
+    name: str,
+    policy: Policy,
+    sl: SegmentList,
+    fleet: Fleet,
+    placed: dict[str, _Placed],
+    problems: dict[str, str],
 ) -> None:
-    nodes = path(policy, fleet)
+    nodes = path(policy, fleet, sl)
     for i, node in enumerate(nodes):
         role = Role.INGRESS if i == 0 else Role.EGRESS if i == len(nodes) - 1 else Role.TRANSIT
         interfaces = fleet.nodes[node].monitored_interfaces()
@@ -90,7 +109,7 @@ def _place_flow(
             )
             continue
         placed[node].flows.append(
-            MonitoredFlow(policy.name, policy.segments, role, interfaces, policy.flow_mon_id)
+            MonitoredFlow(name, sl.segments, role, interfaces, sl.flow_mon_id)
         )
 
 
@@ -100,32 +119,40 @@ def _place_sessions(fleet: Fleet, placed: dict[str, _Placed]) -> None:
     for session in sorted(fleet.sessions.values(), key=lambda s: s.name):
         forward = fleet.policies[session.policy]
         back = fleet.policies[session.return_policy]
+        back_sl = return_list(session, fleet)
         sender = fleet.nodes[forward.head_node]
         reflector = fleet.nodes[forward.tail_node]
-        placed[sender.name].sessions.append(
-            SenderSession(
-                name=session.name,
-                ssid=session.ssid,
-                reflector_address=reflector.probe_address,
-                source_address=sender.probe_address,
-                direct_segments=forward.segments,
-                return_segments=back.segments,
-                forward_flow=forward.name,
-                reverse_flow=back.name,
-                delay_interval_ms=session.delay_interval_ms,
-                hmac_key=session.hmac_key,
-                policy=forward.name,
-                reflector_node=reflector.name,
+        settings = measurement(session, fleet)
+        for leg in legs(session, fleet):
+            flow = forward.flow_name(leg.segment_list)
+            placed[sender.name].sessions.append(
+                SenderSession(
+                    name=leg.sender_name,
+                    ssid=leg.ssid,
+                    reflector_address=reflector.probe_address,
+                    source_address=sender.probe_address,
+                    direct_segments=leg.segment_list.segments,
+                    return_segments=back_sl.segments,
+                    forward_flow=flow,
+                    reverse_flow=back.flow_name(back_sl),
+                    delay_interval_ms=settings.delay_interval_ms,
+                    hmac_key=session.hmac_key,
+                    policy=forward.name,
+                    reflector_node=reflector.name,
+                    # a label only where the policy has several (the records' segment_list tag)
+                    segment_list=leg.segment_list.name if len(forward.segment_lists) > 1 else "",
+                    liveness=settings.liveness,
+                    histogram_edges_us=settings.histogram_edges_us,
+                )
             )
-        )
-        reflected.setdefault(reflector.name, []).append(
-            ReflectorSession(
-                ssid=session.ssid,
-                forward_flow=forward.name,
-                reverse_flow=back.name,
-                return_paths=(ReturnPath(sender.probe_address, back.segments),),
+            reflected.setdefault(reflector.name, []).append(
+                ReflectorSession(
+                    ssid=leg.ssid,
+                    forward_flow=flow,
+                    reverse_flow=back.flow_name(back_sl),
+                    return_paths=(ReturnPath(sender.probe_address, back_sl.segments),),
+                )
             )
-        )
         keys[reflector.name] = session.hmac_key
     for node, sessions in reflected.items():
         placed[node].reflector = Reflector(

@@ -1,5 +1,6 @@
 """The desired state of a measurement domain, as operators describe it: nodes, local SIDs, SR
-policies and monitoring sessions. Pure data; the SQL store and the REST schemas convert to it."""
+policies (each with one or more segment lists), measurement profiles and monitoring sessions.
+Pure data; the SQL store and the REST schemas convert to it."""
 
 from __future__ import annotations
 
@@ -55,29 +56,100 @@ class LocalSid:
     table: int = 0
 
 
+MAX_WEIGHT = 256  # multipath weight of a segment list (the node manager's limit)
+
+
 @dataclass(frozen=True)
-class Policy:
-    name: str
-    head_node: str
-    tail_node: str
+class SegmentList:
+    """One SID list of a policy: its own measured path, with its own FlowMonID."""
+
     segments: tuple[str, ...]
-    prefix: str
-    encap_mode: EncapMode = EncapMode.ENCAP
-    device: str = ""
-    table: int = 0
+    name: str = "sl0"
+    weight: int = 1  # share of the policy's flows hashed onto it
     flow_mon_id: int = 0  # allocated by the controller, unique in the domain
 
 
 @dataclass(frozen=True)
+class Policy:
+    """An SR policy: the head-end steers `prefix` into its segment list, or hashes flows over
+    several weighted ones."""
+
+    name: str
+    head_node: str
+    tail_node: str
+    segment_lists: tuple[SegmentList, ...]
+    prefix: str
+    encap_mode: EncapMode = EncapMode.ENCAP
+    device: str = ""
+    table: int = 0
+    protection: bool = False  # the head-end stops hashing onto a segment list that is down
+
+    def segment_list(self, name: str) -> SegmentList | None:
+        return next((sl for sl in self.segment_lists if sl.name == name), None)
+
+    def flow_name(self, sl: SegmentList) -> str:
+        """The monitored flow of a segment list: the policy's name while it has only one (so
+        records of single-list policies read as they always did), else policy/segment list."""
+        return self.name if len(self.segment_lists) == 1 else f"{self.name}/{sl.name}"
+
+
+@dataclass(frozen=True)
+class LivenessSettings:
+    """Down after `down_after` probes in a row without a reply within `timeout_ms` (0: the
+    probe interval), up again after `up_after` replies in a row."""
+
+    enabled: bool = False
+    down_after: int = 3
+    up_after: int = 1
+    timeout_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How a session measures: what a profile names, and a session may override field by
+    field. Room for thresholds later."""
+
+    delay_interval_ms: int = 0  # 0 = one probe per block
+    liveness: LivenessSettings = LivenessSettings()
+    histogram_edges_us: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named, reusable Measurement."""
+
+    name: str
+    measurement: Measurement = Measurement()
+
+
+@dataclass(frozen=True)
+class Probed:
+    """A segment list a session probes, and the SSID its probes carry."""
+
+    segment_list: str
+    ssid: int
+
+
+@dataclass(frozen=True)
 class Session:
-    """A STAMP session measuring a policy and its return policy, with per-block loss both ways."""
+    """A STAMP session measuring a policy (each of its segment lists, or the one named) and its
+    return policy, with per-block loss both ways."""
 
     name: str
     policy: str
     return_policy: str
-    delay_interval_ms: int = 0  # 0 = one probe per block
+    segment_list: str = ""  # "" = every segment list of the policy
+    return_segment_list: str = ""  # "" = the return policy's first
+    profile: str = ""
+    # explicit settings; None: the profile's, else the defaults (Measurement())
+    delay_interval_ms: int | None = None
+    liveness: LivenessSettings | None = None
+    histogram_edges_us: tuple[int, ...] | None = None
     hmac_key: bytes = b""
-    ssid: int = 0  # allocated by the controller, unique in the domain
+    ssids: tuple[Probed, ...] = ()  # allocated by the controller, unique in the domain
+
+    def ssid(self, segment_list: str) -> int:
+        return next((p.ssid for p in self.ssids if p.segment_list == segment_list), 0)
 
 
 @dataclass(frozen=True)
@@ -89,3 +161,4 @@ class Fleet:
     policies: dict[str, Policy] = field(default_factory=dict)
     sessions: dict[str, Session] = field(default_factory=dict)
     marking_mode: MarkingMode = MarkingMode.ALTMARK
+    profiles: dict[str, Profile] = field(default_factory=dict)

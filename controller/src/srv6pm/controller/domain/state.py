@@ -4,11 +4,11 @@ back, so nothing above the adapters sees a protobuf message."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from srv6pm.common.srv6 import MarkingMode, Role
 
-from .model import LocalSid, Policy
+from .model import LivenessSettings, LocalSid, Policy
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Marking:
 
 @dataclass(frozen=True)
 class MonitoredFlow:
-    """The packets of one SR policy, as one node counts (or marks) them."""
+    """The packets of one segment list of an SR policy, as one node counts (or marks) them."""
 
     name: str
     segments: tuple[str, ...]
@@ -31,7 +31,8 @@ class MonitoredFlow:
 
 @dataclass(frozen=True)
 class SenderSession:
-    """A STAMP Session-Sender on a policy's head-end (RFC 8762 section 4.2, RFC 9503)."""
+    """A STAMP Session-Sender on a policy's head-end probing one of its segment lists (RFC 8762
+    section 4.2, RFC 9503)."""
 
     name: str
     ssid: int
@@ -45,6 +46,9 @@ class SenderSession:
     hmac_key: bytes
     policy: str
     reflector_node: str
+    segment_list: str = ""  # the name of the probed segment list (a label; protection acts on it)
+    liveness: LivenessSettings = field(default_factory=LivenessSettings)
+    histogram_edges_us: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

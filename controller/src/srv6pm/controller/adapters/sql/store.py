@@ -7,6 +7,7 @@ writes.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -21,9 +22,29 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 
-from ...domain.model import Fleet, LocalSid, Node, NodeInfo, Policy
+from ...domain.model import (
+    Fleet,
+    LivenessSettings,
+    LocalSid,
+    Measurement,
+    Node,
+    NodeInfo,
+    Policy,
+    Probed,
+    Profile,
+    SegmentList,
+)
 from ...domain.model import Session as MeasurementSession
-from .tables import AuditRow, LocalSidRow, NodeRow, PolicyRow, SessionRow
+from .tables import (
+    AuditRow,
+    LocalSidRow,
+    NodeRow,
+    PolicyRow,
+    ProfileRow,
+    SegmentListRow,
+    SessionRow,
+    SessionSsidRow,
+)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -51,9 +72,24 @@ def migrate(engine: Engine) -> None:
     """Bring the schema to the newest migration (a no-op when it is there)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # SQLite alters a table by copying it and dropping the old one; with foreign keys on,
+            # that drop would cascade to (or be refused by) the rows that refer to it. The pragma
+            # only takes effect outside a transaction.
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+                if sqlite and connection.exec_driver_sql("PRAGMA foreign_key_check").first():
+                    raise RuntimeError("the migration left rows referring to missing ones")
+        finally:
+            if sqlite:
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
 
 class Store:
@@ -124,13 +160,62 @@ def policy_of(row: PolicyRow) -> Policy:
         name=row.name,
         head_node=row.head_node,
         tail_node=row.tail_node,
-        segments=tuple(row.segments),
+        segment_lists=tuple(
+            SegmentList(tuple(sl.segments), sl.name, sl.weight, sl.flow_mon_id)
+            for sl in row.segment_lists
+        ),
         prefix=row.prefix,
         encap_mode=EncapMode(row.encap_mode),
         device=row.device,
         table=row.table,
-        flow_mon_id=row.flow_mon_id,
+        protection=row.protection,
     )
+
+
+def segments_key(segments: Iterable[str]) -> str:
+    return ",".join(segments)
+
+
+def write_policy(row: PolicyRow, policy: Policy) -> None:
+    """Set a policy row's columns and segment lists; a segment list kept by name is updated in
+    place (its FlowMonID stays unique at every step)."""
+    for column in ("head_node", "tail_node", "prefix", "device", "table", "protection"):
+        setattr(row, column, getattr(policy, column))
+    row.encap_mode = policy.encap_mode.value
+    held = {sl.name: sl for sl in row.segment_lists}
+    rows = []
+    for position, sl in enumerate(policy.segment_lists):
+        found = held.get(sl.name) or SegmentListRow(name=sl.name)
+        found.position = position
+        found.segments = list(sl.segments)
+        found.segments_key = segments_key(sl.segments)
+        found.weight = sl.weight
+        found.flow_mon_id = sl.flow_mon_id
+        rows.append(found)
+    row.segment_lists = rows
+
+
+def liveness_of(value: dict[str, Any]) -> LivenessSettings:
+    return LivenessSettings(**value)
+
+
+def measurement_of(row: ProfileRow) -> Measurement:
+    return Measurement(
+        delay_interval_ms=row.delay_interval_ms,
+        liveness=liveness_of(row.liveness),
+        histogram_edges_us=tuple(row.histogram_edges_us),
+    )
+
+
+def profile_of(row: ProfileRow) -> Profile:
+    return Profile(name=row.name, measurement=measurement_of(row))
+
+
+def write_profile(row: ProfileRow, profile: Profile) -> None:
+    m = profile.measurement
+    row.delay_interval_ms = m.delay_interval_ms
+    row.liveness = dataclasses.asdict(m.liveness)
+    row.histogram_edges_us = list(m.histogram_edges_us)
 
 
 def session_of(row: SessionRow) -> MeasurementSession:
@@ -138,10 +223,41 @@ def session_of(row: SessionRow) -> MeasurementSession:
         name=row.name,
         policy=row.policy,
         return_policy=row.return_policy,
+        segment_list=row.segment_list,
+        return_segment_list=row.return_segment_list,
+        profile=row.profile or "",
         delay_interval_ms=row.delay_interval_ms,
+        liveness=None if row.liveness is None else liveness_of(row.liveness),
+        histogram_edges_us=None
+        if row.histogram_edges_us is None
+        else tuple(row.histogram_edges_us),
         hmac_key=row.hmac_key,
-        ssid=row.ssid,
+        ssids=tuple(Probed(p.segment_list, p.ssid) for p in row.ssids),
     )
+
+
+def write_session(row: SessionRow, session: MeasurementSession) -> None:
+    """Set a session row's columns and SSIDs; an SSID kept by segment list stays its row."""
+    for column in (
+        "policy",
+        "return_policy",
+        "segment_list",
+        "return_segment_list",
+        "delay_interval_ms",
+        "hmac_key",
+    ):
+        setattr(row, column, getattr(session, column))
+    row.profile = session.profile or None
+    row.liveness = None if session.liveness is None else dataclasses.asdict(session.liveness)
+    edges = session.histogram_edges_us
+    row.histogram_edges_us = None if edges is None else list(edges)
+    held = {p.segment_list: p for p in row.ssids}
+    rows = []
+    for probed in session.ssids:
+        found = held.get(probed.segment_list) or SessionSsidRow(segment_list=probed.segment_list)
+        found.ssid = probed.ssid
+        rows.append(found)
+    row.ssids = rows
 
 
 def fleet(
@@ -151,6 +267,7 @@ def fleet(
     sids: Iterable[LocalSidRow] | None = None,
     policies: Iterable[PolicyRow] | None = None,
     sessions: Iterable[SessionRow] | None = None,
+    profiles: Iterable[ProfileRow] | None = None,
 ) -> Fleet:
     """The whole domain (rows not given are all read), or the part of it given."""
     return Fleet(
@@ -169,6 +286,10 @@ def fleet(
             for s in (db.scalars(select(SessionRow)) if sessions is None else sessions)
         },
         marking_mode=marking_mode,
+        profiles={
+            p.name: profile_of(p)
+            for p in (db.scalars(select(ProfileRow)) if profiles is None else profiles)
+        },
     )
 
 

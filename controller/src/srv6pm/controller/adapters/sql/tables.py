@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, ForeignKey, Integer, LargeBinary, String, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAME = 64  # resource names: [A-Za-z0-9][A-Za-z0-9._-]{0,63}
 ADDRESS = 45  # the longest text form of an IPv6 address
@@ -59,24 +59,76 @@ class PolicyRow(Revisioned):
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     head_node: Mapped[str] = mapped_column(ForeignKey("nodes.name"), index=True)
     tail_node: Mapped[str] = mapped_column(ForeignKey("nodes.name"), index=True)
-    segments: Mapped[list[str]] = mapped_column(JSON)
-    # the SID list as text, indexed: a head-end's flows are told apart by it
-    segments_key: Mapped[str] = mapped_column(String(800), index=True)
     prefix: Mapped[str] = mapped_column(String(50))
     encap_mode: Mapped[str] = mapped_column(String(16))
     device: Mapped[str] = mapped_column(String(15), default="")
     table: Mapped[int] = mapped_column(Integer, default=0)
+    protection: Mapped[bool] = mapped_column(default=False)
+    segment_lists: Mapped[list[SegmentListRow]] = relationship(
+        cascade="all, delete-orphan", order_by="SegmentListRow.position", lazy="selectin"
+    )
+
+
+class SegmentListRow(Base):
+    """A policy's segment list: a measured path of its own, with its own FlowMonID."""
+
+    __tablename__ = "segment_lists"
+
+    policy: Mapped[str] = mapped_column(
+        ForeignKey("policies.name", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    segments: Mapped[list[str]] = mapped_column(JSON)
+    # the SID list as text, indexed: a head-end's flows are told apart by it
+    segments_key: Mapped[str] = mapped_column(String(800), index=True)
+    weight: Mapped[int] = mapped_column(Integer, default=1)
     flow_mon_id: Mapped[int] = mapped_column(Integer, unique=True)
+
+
+class ProfileRow(Revisioned):
+    """A measurement profile: settings sessions name instead of repeating them."""
+
+    __tablename__ = "profiles"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    delay_interval_ms: Mapped[int] = mapped_column(Integer, default=0)
+    liveness: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    histogram_edges_us: Mapped[list[int]] = mapped_column(JSON, default=list)
 
 
 class SessionRow(Revisioned):
     __tablename__ = "sessions"
 
     name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
-    policy: Mapped[str] = mapped_column(ForeignKey("policies.name"), unique=True)
+    policy: Mapped[str] = mapped_column(ForeignKey("policies.name"), index=True)
     return_policy: Mapped[str] = mapped_column(ForeignKey("policies.name"), index=True)
-    delay_interval_ms: Mapped[int] = mapped_column(Integer, default=0)
+    segment_list: Mapped[str] = mapped_column(String(NAME), default="")  # "": all of them
+    return_segment_list: Mapped[str] = mapped_column(String(NAME), default="")  # "": the first
+    profile: Mapped[str | None] = mapped_column(
+        ForeignKey("profiles.name"), index=True, default=None
+    )
+    # explicit settings (null: the profile's)
+    delay_interval_ms: Mapped[int | None] = mapped_column(Integer, default=None)
+    liveness: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    histogram_edges_us: Mapped[list[int] | None] = mapped_column(JSON, default=None)
     hmac_key: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
+    ssids: Mapped[list[SessionSsidRow]] = relationship(
+        cascade="all, delete-orphan", order_by="SessionSsidRow.ssid", lazy="selectin"
+    )
+
+
+class SessionSsidRow(Base):
+    """The SSID of each segment list a session probes, kept by the segment list's name: a
+    segment list added to (or removed from) the policy changes no other one's SSID, so the
+    node managers keep those senders and their sequence numbers."""
+
+    __tablename__ = "session_ssids"
+
+    session: Mapped[str] = mapped_column(
+        ForeignKey("sessions.name", ondelete="CASCADE"), primary_key=True
+    )
+    segment_list: Mapped[str] = mapped_column(String(NAME), primary_key=True)
     ssid: Mapped[int] = mapped_column(Integer, unique=True)
 
 

@@ -1,4 +1,5 @@
-"""/v1/sessions: monitoring sessions (a policy, its return policy, STAMP between their ends)."""
+"""/v1/sessions: monitoring sessions (a policy's segment lists, or one of them, its return policy,
+STAMP between their ends with a Session-Sender per segment list)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ...domain.model import Fleet, Session
+from ...domain.model import Fleet, LivenessSettings, Session
 from ...service.fleet import SESSION
 from .. import schemas, views
 from ..deps import Admin, Reader, Services, Svc
@@ -14,20 +15,55 @@ from ..deps import Admin, Reader, Services, Svc
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
 
+def _liveness(body: schemas.LivenessIn | None) -> LivenessSettings | None:
+    return None if body is None else LivenessSettings(**body.model_dump())
+
+
+def _edges(body: list[int] | None) -> tuple[int, ...] | None:
+    return None if body is None else tuple(body)
+
+
 def _domain(body: schemas.SessionIn, default_key: bytes) -> Session:
     return Session(
         name=body.name,
         policy=body.policy,
         return_policy=body.return_policy,
+        segment_list=body.segment_list or "",
+        return_segment_list=body.return_segment_list or "",
+        profile=body.profile or "",
         delay_interval_ms=body.delay_interval_ms,
+        liveness=_liveness(body.liveness),
+        histogram_edges_us=_edges(body.histogram_edges_us),
         hmac_key=default_key if body.hmac_key is None else bytes.fromhex(body.hmac_key),
     )
 
 
+# null clears these: back to every segment list, the first, no profile, the profile's settings
+_CLEARED: dict[str, Any] = {
+    "segment_list": "",
+    "return_segment_list": "",
+    "profile": "",
+    "delay_interval_ms": None,
+    "liveness": None,
+    "histogram_edges_us": None,
+}
+
+
 def _changes(patch: schemas.SessionPatch) -> dict[str, Any]:
-    out = patch.model_dump(exclude_unset=True, exclude_none=True)
-    if "hmac_key" in out:
-        out["hmac_key"] = bytes.fromhex(out["hmac_key"])
+    out: dict[str, Any] = {}
+    for name in patch.model_fields_set:
+        value = getattr(patch, name)
+        if value is None:
+            if name in _CLEARED:
+                out[name] = _CLEARED[name]
+            continue
+        if name == "hmac_key":
+            value = bytes.fromhex(value)
+        elif name == "liveness":
+            value = _liveness(patch.liveness)
+        elif name == "histogram_edges_us":
+            value = _edges(value)
+        out[name] = value
     return out
 
 
