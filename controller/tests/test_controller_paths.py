@@ -175,3 +175,83 @@ def test_a_session_needs_probe_addresses_at_both_ends():
     fleet = lab()
     fleet.nodes["r2"] = dataclasses.replace(fleet.nodes["r2"], probe_address="")
     check_session(session("s", "to-h2", "to-h1"), fleet)
+
+
+# ---- several segment lists -----------------------------------------------------------------------
+
+VIA_R2 = SegmentList(FORWARD, "via-r2", 3)
+DIRECT = SegmentList(("fc00:0:3::d6",), "direct", 1)
+
+
+def multi(*lists: SegmentList, **changes) -> Policy:
+    return dataclasses.replace(policy(), segment_lists=lists, **changes)
+
+
+def test_a_policy_with_several_segment_lists_checks_each_one():
+    fleet = lab()
+    fleet.policies.pop("to-h2")
+    check_policy(multi(VIA_R2, DIRECT, prefix="fd00:2::/64"), fleet)
+    assert path(multi(VIA_R2, DIRECT), fleet, DIRECT) == ("r1", "r3")
+    assert path(multi(VIA_R2, DIRECT), fleet) == ("r1", "r2", "r3")  # the first one's
+
+
+@pytest.mark.parametrize(
+    ("lists", "changes", "message"),
+    [
+        ((VIA_R2, dataclasses.replace(DIRECT, name="via-r2")), {}, "names via-r2 are given more"),
+        (
+            (VIA_R2, dataclasses.replace(VIA_R2, name="again")),
+            {},
+            "segment lists via-r2 and again have the same SIDs",
+        ),
+        ((VIA_R2, dataclasses.replace(DIRECT, weight=257)), {}, "direct: weight 257 is not 1 to"),
+        ((VIA_R2, dataclasses.replace(DIRECT, weight=0)), {}, "direct: weight 0 is not 1 to"),
+        ((VIA_R2, DIRECT), {"encap_mode": EncapMode.INLINE}, "inline cannot hash flows over"),
+        (
+            (VIA_R2, SegmentList(("fc00:0:2::d6",), "bad")),
+            {},
+            "the last SID fc00:0:2::d6 in segment list bad is on node r2, not on the tail",
+        ),
+        (
+            (VIA_R2, SegmentList(("fc00::99",), "bad")),
+            {},
+            "SIDs fc00::99 in segment list bad are not local SIDs",
+        ),
+        ((), {}, "a policy needs at least one segment list"),
+    ],
+)
+def test_segment_lists_that_make_no_sense_are_refused(lists, changes, message):
+    with pytest.raises(Invalid, match=message):
+        check_policy(multi(*lists, **changes), lab())
+
+
+def test_a_segment_list_may_not_repeat_another_policy_s_sid_list_at_the_head_end():
+    with pytest.raises(
+        Conflict, match="policy to-h2 has the same SID list at r1 \\(segment list via-r2\\)"
+    ):
+        check_policy(multi(DIRECT, VIA_R2), lab())
+
+
+def with_multi(*sessions: Session) -> Fleet:
+    fleet = with_sessions(*sessions)
+    fleet.policies["to-h2"] = multi(VIA_R2, DIRECT, name="to-h2", prefix="fd00:2::/64")
+    return fleet
+
+
+def test_sessions_share_a_policy_one_segment_list_each():
+    on_direct = Session("s1", "to-h2", "to-h1", segment_list="direct")
+    fleet = with_multi(on_direct)
+    check_session(Session("s2", "to-h2", "to-h1", segment_list="via-r2"), fleet)
+    with pytest.raises(
+        Conflict, match="session s1 already measures segment list direct of policy to-h2"
+    ):
+        check_session(Session("s2", "to-h2", "to-h1"), fleet)  # every one, direct too
+    with pytest.raises(Invalid, match="policy to-h2 has no segment list 'nope'"):
+        check_session(Session("s2", "to-h2", "to-h1", segment_list="nope"), fleet)
+    with pytest.raises(Invalid, match="return policy to-h1 has no segment list 'nope'"):
+        check_session(
+            Session("s2", "to-h2", "to-h1", segment_list="via-r2", return_segment_list="nope"),
+            fleet,
+        )
+    with pytest.raises(Invalid, match="profile 'slow' does not exist"):
+        check_session(Session("s2", "to-h2", "to-h1", segment_list="via-r2", profile="slow"), fleet)
