@@ -1,14 +1,19 @@
 """The Alembic migrations build exactly the tables the models describe, on SQLite and PostgreSQL,
-and running them again changes nothing."""
+running them again changes nothing, and rows written under an older schema read as before."""
 
 from __future__ import annotations
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
-from srv6pm.controller.adapters.sql.store import MIGRATIONS, Store, migrate
-from srv6pm.controller.adapters.sql.tables import Base
+from srv6pm.common.srv6 import MarkingMode
+from srv6pm.controller.adapters.sql import store as sql
+from srv6pm.controller.adapters.sql.store import MIGRATIONS, Store, engine_for, migrate
+from srv6pm.controller.adapters.sql.tables import Base, SessionRow
+from srv6pm.controller.domain.model import Probed, SegmentList
 
 
 def differences(store: Store) -> list:
@@ -77,3 +82,56 @@ def test_migrating_again_is_a_no_op(database_url):
         assert differences(again) == []
     finally:
         again.close()
+
+
+def test_rows_of_0001_become_policies_with_one_segment_list_and_sessions_with_one_ssid(
+    database_url,
+):
+    """A controller upgraded in place: its policy keeps its SID list and FlowMonID (segment list
+    sl0), its session its SSID; foreign keys still hold (SQLite copies the altered tables)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    engine = engine_for(database_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        for statement in (
+            "INSERT INTO nodes (name, endpoint, probe_address, core_interfaces, "
+            "boundary_interfaces, revision, applied_revision, apply_error) VALUES "
+            "('r1', 'h:1', 'fcf0::1', '[]', '[]', 1, 0, ''), "
+            "('r3', 'h:3', 'fcf0::3', '[]', '[]', 2, 0, '')",
+            "INSERT INTO local_sids (sid, node, behaviour, nexthop, lookup_table, device, "
+            '"table", revision) VALUES '
+            "('fc00:0:3::d6', 'r3', 'End.DT6', '', 0, '', 0, 3), "
+            "('fc00:0:1::d6', 'r1', 'End.DT6', '', 0, '', 0, 4)",
+            "INSERT INTO policies (name, head_node, tail_node, segments, segments_key, prefix, "
+            'encap_mode, device, "table", flow_mon_id, revision) VALUES '
+            """('to-h2', 'r1', 'r3', '["fc00:0:3::d6"]', 'fc00:0:3::d6', 'fd00:2::/64', """
+            "'encap', '', 0, 7, 5), "
+            """('to-h1', 'r3', 'r1', '["fc00:0:1::d6"]', 'fc00:0:1::d6', 'fd00:1::/64', """
+            "'encap', '', 0, 8, 6)",
+            "INSERT INTO sessions (name, policy, return_policy, delay_interval_ms, hmac_key, "
+            "ssid, revision) VALUES ('s1', 'to-h2', 'to-h1', 100, '', 42, 7)",
+        ):
+            connection.execute(text(statement))
+    engine.dispose()
+    store = Store(database_url)
+    try:
+        assert differences(store) == []
+        with store.read() as db:
+            fleet = sql.fleet(db, MarkingMode.ALTMARK)
+        assert fleet.policies["to-h2"].segment_lists == (
+            SegmentList(("fc00:0:3::d6",), "sl0", 1, 7),
+        )
+        assert not fleet.policies["to-h2"].protection
+        session = fleet.sessions["s1"]
+        assert (session.ssids, session.delay_interval_ms, session.segment_list) == (
+            (Probed("sl0", 42),),
+            100,
+            "",
+        )
+        # a second session on the same policy is no longer refused by the schema
+        with store.write() as db:
+            db.add(SessionRow(name="s2", policy="to-h2", return_policy="to-h1", revision=8))
+    finally:
+        store.close()
