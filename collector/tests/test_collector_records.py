@@ -1,4 +1,5 @@
-"""Segment lists, delay histograms and liveness events through the real collector: records
+"""Segment lists, delay histograms, liveness and threshold events and computation intervals
+through the real collector: records
 produced to a real Kafka, points read back from a real InfluxDB (srv6pm.lab.pipeline), each
 record delivered twice as a re-send after a crash would; bad ones go to the dead-letter topic."""
 
@@ -216,6 +217,102 @@ def test_each_liveness_change_is_exactly_one_point_even_when_delivered_again(pip
     }
 
 
+def threshold(
+    session: str, metric: str, at_ns: int, value_ns: int, reference_ns: int, accelerated: bool
+) -> pb.MeasurementRecord:
+    return pb.MeasurementRecord(
+        node="r1",
+        threshold=pb.ThresholdEvent(
+            session=session,
+            metric=metric,
+            value_ns=value_ns,
+            reference_ns=reference_ns,
+            first=not reference_ns,
+            accelerated=accelerated,
+            at_unix_ns=at_ns,
+            labels=labels(session, "sl0"),
+        ),
+    )
+
+
+def interval(record: pb.MeasurementRecord, index: int, of: int) -> pb.MeasurementRecord:
+    """`record` as the index-th of `of` computation intervals of its block."""
+    out = pb.MeasurementRecord.FromString(record.SerializeToString())
+    out.delay.interval_ns = PERIOD // of
+    out.delay.interval_start_unix_ns = out.delay.block * PERIOD + index * out.delay.interval_ns
+    return out
+
+
+def resent(records: list[pb.MeasurementRecord]) -> list[pb.MeasurementRecord]:
+    """The same records as a node sends them again after a restart."""
+    again = [pb.MeasurementRecord.FromString(e.SerializeToString()) for e in records]
+    for record in again:
+        record.journal_id, record.created_unix_ns = 99, time.time_ns()
+    return again
+
+
+def test_each_threshold_event_is_exactly_one_point_even_when_delivered_again(pipeline):
+    t0 = BASE * PERIOD + 2_000_000_000
+    events = [
+        threshold("t-sl0", "two_way_mean", t0, 1_000_000, 0, False),
+        threshold("t-sl0", "two_way_p99", t0, 1_800_000, 0, False),
+        threshold("t-sl0", "two_way_mean", t0 + 1_250_000, 3_000_000, 1_000_000, True),
+        threshold("t-sl0", "two_way_mean", t0 + 10**9, 1_100_000, 3_000_000, False),
+    ]
+    produce(pipeline, events)
+    produce(pipeline, resent(events))
+    query = "SELECT * FROM threshold WHERE session = 't-sl0' GROUP BY metric"
+    wait_rows(pipeline, query, 4)
+    time.sleep(2)
+    found = rows(pipeline, query)
+    assert [
+        (r["time"], r["metric"], r["value_ns"], r["reference_ns"], r["first"], r["accelerated"])
+        for r in found
+    ] == [
+        (t0, "two_way_mean", 1_000_000, 0, True, False),
+        (t0 + 1_250_000, "two_way_mean", 3_000_000, 1_000_000, False, True),
+        (t0 + 10**9, "two_way_mean", 1_100_000, 3_000_000, False, False),
+        (t0, "two_way_p99", 1_800_000, 0, True, False),
+    ]
+    assert found[1]["description"] == "two_way_mean 3000 µs (from 1000 µs, one burst)"
+    assert {(r["policy"], r["segment_list"], r["src_node"], r["dst_node"]) for r in found} == {
+        ("to-r3", "sl0", "r1", "r3")
+    }
+
+
+def test_computation_intervals_are_their_own_points_beside_the_block(pipeline):
+    block = delay("i-sl1", "sl1", BASE + 4, [4, 3, 2, 1])
+    intervals = [
+        interval(delay("i-sl1", "sl1", BASE + 4, bins), i, 2)
+        for i, bins in enumerate(([3, 2, 0, 0], [1, 1, 2, 1]))
+    ]
+    produce(pipeline, [block, *intervals])
+    produce(pipeline, resent([block, *intervals]))
+    query = (
+        "SELECT block, interval_ns, samples, /^hist_lt_/ FROM delay_interval "
+        "WHERE session = 'i-sl1' GROUP BY direction, segment_list"
+    )
+    wait_rows(pipeline, query, 6)
+    time.sleep(2)
+    found = rows(pipeline, query)
+    start = (BASE + 4) * PERIOD
+    got = {
+        (r["direction"], r["time"]): (r["block"], r["interval_ns"], r["samples"], r["hist_lt_inf"])
+        for r in found
+        if r["direction"] == "two_way"
+    }
+    assert len(found) == 6
+    assert got == {
+        ("two_way", start): (BASE + 4, PERIOD // 2, 5, 0),
+        ("two_way", start + PERIOD // 2): (BASE + 4, PERIOD // 2, 5, 1),
+    }
+    # the block's own point is as it was: one per direction, its histogram whole
+    blocks = rows(pipeline, "SELECT * FROM delay WHERE session = 'i-sl1' GROUP BY direction")
+    assert len(blocks) == 3
+    assert all(r["time"] == start and "interval_ns" not in r for r in blocks)
+    assert {r["direction"]: r["samples"] for r in blocks}["two_way"] == 10
+
+
 def dead_letters(pipeline: ResultsPipeline, n: int, timeout: float = 30) -> list[Any]:
     consumer = Consumer(
         {
@@ -235,7 +332,7 @@ def dead_letters(pipeline: ResultsPipeline, n: int, timeout: float = 30) -> list
     return letters
 
 
-def test_malformed_liveness_events_and_histograms_go_to_the_dead_letter_topic(pipeline):
+def test_malformed_events_intervals_and_histograms_go_to_the_dead_letter_topic(pipeline):
     at = BASE * PERIOD
     unspecified = liveness("bad-state", "", at, pb.LIVENESS_STATE_UNSPECIFIED, 0, 1)
     no_change = liveness("bad-prev", "", at, pb.LIVENESS_STATE_UP, pb.LIVENESS_STATE_UP, 1)
@@ -243,7 +340,11 @@ def test_malformed_liveness_events_and_histograms_go_to_the_dead_letter_topic(pi
     short = delay("bad-hist", "", BASE + 3, [1, 2, 3, 4])
     del short.delay.two_way.histogram[-1]
     good = liveness("good-after", "", at, pb.LIVENESS_STATE_DOWN, 0, 3)
-    bad = [unspecified, no_change, no_time, short]
+    metric = threshold("bad-metric", "p95", at, 1, 0, False)
+    no_crossing = threshold("bad-crossing", "jitter", at, 5, 5, False)
+    outside = interval(delay("bad-interval", "", BASE + 5, [1, 0, 0, 0]), 0, 2)
+    outside.delay.interval_start_unix_ns -= 1
+    bad = [unspecified, no_change, no_time, short, metric, no_crossing, outside]
     produce(pipeline, [*bad, good])
     assert wait_rows(pipeline, "SELECT state FROM liveness WHERE session = 'good-after'", 1)
     letters = dead_letters(pipeline, len(bad))
@@ -259,6 +360,19 @@ def test_malformed_liveness_events_and_histograms_go_to_the_dead_letter_topic(pi
     assert by_value[short.SerializeToString()] == (
         f"delay record of block {BASE + 3}: two_way has 3 histogram bins for 3 edges"
     )
+    assert by_value[metric.SerializeToString()] == (
+        "threshold event of 'bad-metric': unknown metric 'p95'"
+    )
+    assert by_value[no_crossing.SerializeToString()] == (
+        "threshold event of 'bad-crossing': jitter 5 ns equals its reference, no crossing"
+    )
+    start = (BASE + 5) * PERIOD
+    assert by_value[outside.SerializeToString()] == (
+        f"delay record of block {BASE + 5}: interval [{start - 1}, +{PERIOD // 2}) is not "
+        f"inside the block [{start}, +{PERIOD})"
+    )
+    assert rows(pipeline, "SELECT * FROM threshold WHERE session =~ /^bad-/") == []
+    assert rows(pipeline, "SELECT * FROM delay_interval WHERE session = 'bad-interval'") == []
     for session in ("bad-state", "bad-prev", "bad-time"):
         assert rows(pipeline, f"SELECT * FROM liveness WHERE session = '{session}'") == []
     assert rows(pipeline, "SELECT * FROM delay WHERE session = 'bad-hist'") == []

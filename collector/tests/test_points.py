@@ -338,3 +338,92 @@ def test_a_liveness_event_is_one_point_at_its_deciding_probe():
 def test_inconsistent_liveness_events_are_refused_with_a_reason(overrides, reason):
     with pytest.raises(RecordError, match=reason):
         points.lines(liveness_record(**overrides))
+
+
+# ---- computation intervals, threshold events ---------------------------------------------------
+
+
+def interval_record(start_ns: int, length_ns: int) -> pb.MeasurementRecord:
+    record = delay_with_histogram([50_000], [2, 1])
+    record.delay.interval_start_unix_ns, record.delay.interval_ns = start_ns, length_ns
+    return record
+
+
+def test_a_computation_interval_is_a_delay_interval_point_at_its_start():
+    start = 10 * PERIOD + 500_000_000
+    two_way, forward, _ = points.lines(interval_record(start, 500_000_000))
+    tags = {"session": "s", "policy": "h1,h2=x", "src_node": "r1", "dst_node": "r3"}
+    fields = {"block": 10, "probes_sent": 3, "probes_lost": 0, "valid": True, "reason": ""}
+    fields |= {"samples": 3, "min_ns": 1, "p50_ns": 0, "p90_ns": 0, "p99_ns": 0, "max_ns": 9}
+    fields |= {"mean_ns": 0, "jitter_ns": 0, "interval_ns": 500_000_000}
+    fields |= {"hist_lt_50000": 2, "hist_lt_inf": 1}
+    assert two_way == points.line("delay_interval", {**tags, "direction": "two_way"}, fields, start)
+    assert forward.startswith("delay_interval,direction=forward,")
+    # the block's own record keeps its `delay` point, unchanged
+    assert points.lines(delay_with_histogram([50_000], [2, 1]))[0].startswith("delay,")
+
+
+def test_the_first_interval_of_a_block_does_not_collide_with_the_block():
+    block_point = points.lines(delay_with_histogram([50_000], [2, 1]))[0]
+    first = points.lines(interval_record(10 * PERIOD, PERIOD // 4))[0]
+    assert block_point.rsplit(" ", 1)[1] == first.rsplit(" ", 1)[1]  # same time
+    assert block_point.split(" ", 1)[0] != first.split(" ", 1)[0]  # another series
+
+
+@pytest.mark.parametrize(
+    ("start", "length", "reason"),
+    [
+        (10 * PERIOD, 0, "with length 0"),
+        (0, PERIOD // 2, "interval start 0 with length"),
+        (10 * PERIOD - 1, PERIOD // 2, "not inside the block"),
+        (10 * PERIOD + PERIOD // 2 + 1, PERIOD // 2, "not inside the block"),
+        (11 * PERIOD, PERIOD // 2, "not inside the block"),
+    ],
+)
+def test_an_interval_outside_its_block_is_refused(start, length, reason):
+    with pytest.raises(RecordError, match=reason):
+        points.lines(interval_record(start, length))
+
+
+def threshold_record(**overrides) -> pb.MeasurementRecord:
+    event = pb.ThresholdEvent(
+        session="s",
+        metric="two_way_p99",
+        value_ns=2_500_000,
+        reference_ns=1_000_000,
+        at_unix_ns=1_700_000_000_500_000_000,
+        labels=pb.SessionLabels(session="s", policy="p", reflector_node="r3", segment_list="sl1"),
+    )
+    for k, v in overrides.items():
+        setattr(event, k, v)
+    return pb.MeasurementRecord(node="r1", journal_id=5, threshold=event)
+
+
+def test_a_threshold_event_is_one_point_per_metric_at_its_time():
+    assert points.lines(threshold_record()) == [
+        "threshold,dst_node=r3,metric=two_way_p99,policy=p,segment_list=sl1,session=s,src_node=r1 "
+        'accelerated=false,description="two_way_p99 2500 µs (from 1000 µs)",first=false,'
+        "reference_ns=1000000i,value_ns=2500000i 1700000000500000000"
+    ]
+    first = points.lines(threshold_record(first=True, reference_ns=0, accelerated=True))
+    assert 'description="two_way_p99 2500 µs (first value, one burst)"' in first[0]
+    again = threshold_record()
+    again.journal_id, again.created_unix_ns = 9, 1
+    assert points.lines(again) == points.lines(threshold_record())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"metric": "two_way_p95"}, "unknown metric 'two_way_p95'"),
+        ({"metric": ""}, "unknown metric"),
+        ({"at_unix_ns": 0}, "out of range"),
+        ({"at_unix_ns": 1 << 63}, "out of range"),
+        ({"first": True}, "a first report with reference 1000000"),
+        ({"value_ns": 1_000_000}, "equals its reference, no crossing"),
+        ({"session": ""}, "session is empty"),
+    ],
+)
+def test_inconsistent_threshold_events_are_refused_with_a_reason(overrides, reason):
+    with pytest.raises(RecordError, match=reason):
+        points.lines(threshold_record(**overrides))

@@ -5,7 +5,8 @@ start; a probe's send time) come from the record only, so a record delivered twi
 point twice, and InfluxDB keeps one. Nothing that differs between deliveries (journal id, creation
 time) is a tag or the timestamp.
 
-The schema (docs/RESULTS.md): measurements `loss`, `delay`, `flow`, `probe`, `liveness`. A
+The schema (docs/RESULTS.md): measurements `loss`, `delay`, `delay_interval`, `flow`, `probe`,
+`liveness`, `threshold`. A
 session's points carry its segment list as the `segment_list` tag; a policy's only segment list
 ("") has no such tag, so its series are the ones it had before policies had several.
 
@@ -27,6 +28,8 @@ from srv6pm.proto.v1 import records_pb2 as pb
 
 ROLES = {pb.ROLE_INGRESS: "ingress", pb.ROLE_TRANSIT: "transit", pb.ROLE_EGRESS: "egress"}
 LIVENESS = {pb.LIVENESS_STATE_UP: 1, pb.LIVENESS_STATE_DOWN: 0}  # the `state` field's values
+# ThresholdEvent.metric: a tag, so a closed set (a typo must not become a series of its own)
+METRICS = frozenset({"two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter"})
 MAX_HISTOGRAM_EDGES = 32  # each edge is a field key of `delay`: a bound on their number
 MAX_TIME_NS = (1 << 63) - 1  # InfluxDB's timestamps are signed 64-bit
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -104,9 +107,13 @@ def _block_time(block: int, info: pb.Block) -> int:
 
 
 def _session_series(
-    measurement: str, record: pb.MeasurementRecord, labels: pb.SessionLabels, session: str
+    measurement: str,
+    record: pb.MeasurementRecord,
+    labels: pb.SessionLabels,
+    session: str,
+    by: str = "direction",
 ) -> Callable[[str], str]:
-    """The series of a session's points, by direction."""
+    """The series of a session's points, by direction (or by the `by` tag)."""
     base = (
         ("session", session, "session"),
         ("policy", labels.policy or session, "policy"),
@@ -119,7 +126,7 @@ def _session_series(
         _text(base[3][1], "reflector node")
     if base[4][1]:
         _text(base[4][1], "segment list")
-    return lambda direction: _series(measurement, (*base, ("direction", direction, "")))
+    return lambda value: _series(measurement, (*base, (by, value, "")))
 
 
 def _loss(record: pb.MeasurementRecord) -> list[str]:
@@ -180,10 +187,32 @@ def _histogram(block: int, direction: str, stats: pb.DelayStats, names: tuple[st
     return "".join(f"{k}={v}i," for k, v in sorted(zip(names, counts, strict=True)))
 
 
+def _interval_time(r: pb.DelayRecord, block_ns: int) -> int:
+    """A computation interval's start, once it is known to lie inside its block."""
+    start, length = r.interval_start_unix_ns, r.interval_ns
+    if not (start and length):
+        raise RecordError(
+            f"delay record of block {r.block}: interval start {start} with length {length}"
+        )
+    if not block_ns <= start < start + length <= block_ns + r.block_info.period_ns:
+        raise RecordError(
+            f"delay record of block {r.block}: interval [{start}, +{length}) is not inside "
+            f"the block [{block_ns}, +{r.block_info.period_ns})"
+        )
+    return int(start)
+
+
 def _delay(record: pb.MeasurementRecord) -> list[str]:
+    """A block's record: `delay` at the block's start. A computation interval's record:
+    `delay_interval` at the interval's start, so it never overwrites (nor is summed with) the
+    block's point, and every `delay` query keeps reading blocks only (docs/RESULTS.md)."""
     r = record.delay
     time_ns = _block_time(r.block, r.block_info)
-    series = _session_series("delay", record, r.labels, r.session)
+    measurement, interval = "delay", ""
+    if r.interval_start_unix_ns or r.interval_ns:
+        measurement, time_ns = "delay_interval", _interval_time(r, time_ns)
+        interval = f"interval_ns={r.interval_ns}i,"
+    series = _session_series(measurement, record, r.labels, r.session)
     names = _bin_fields(tuple(r.histogram_edges_ns))
     probes = f"probes_lost={r.probes_lost}i,probes_sent={r.probes_sent}i"
     out = []
@@ -196,7 +225,7 @@ def _delay(record: pb.MeasurementRecord) -> list[str]:
             s = getattr(r, direction)
             bins = _histogram(r.block, direction, s, names)
             out.append(
-                f"{series(direction)} block={r.block}i,{bins}jitter_ns={s.jitter_ns}i,"
+                f"{series(direction)} block={r.block}i,{bins}{interval}jitter_ns={s.jitter_ns}i,"
                 f"max_ns={s.max_ns}i,mean_ns={s.mean_ns}i,min_ns={s.min_ns}i,p50_ns={s.p50_ns}i,"
                 f'p90_ns={s.p90_ns}i,p99_ns={s.p99_ns}i,{probes},reason="",'
                 f"samples={s.samples}i,valid=true {time_ns}"
@@ -204,7 +233,8 @@ def _delay(record: pb.MeasurementRecord) -> list[str]:
         else:
             why = _reason(reason or "no reply")
             out.append(
-                f"{series(direction)} block={r.block}i,{probes},reason={why},valid=false {time_ns}"
+                f"{series(direction)} block={r.block}i,{interval}{probes},reason={why},valid=false "
+                f"{time_ns}"
             )
     return out
 
@@ -268,12 +298,39 @@ def _liveness(record: pb.MeasurementRecord) -> list[str]:
     return [f"{series} {fields_part(fields)} {r.at_unix_ns}"]
 
 
+def _threshold(record: pb.MeasurementRecord) -> list[str]:
+    """One point per crossing, at its `at_unix_ns`: a re-sent event overwrites it."""
+    r = record.threshold
+    what = f"threshold event of {r.session!r}"
+    if r.metric not in METRICS:
+        raise RecordError(f"{what}: unknown metric {r.metric[:64]!r}")
+    if not 0 < r.at_unix_ns <= MAX_TIME_NS:
+        raise RecordError(f"{what}: time {r.at_unix_ns} out of range")
+    if r.first and r.reference_ns:
+        raise RecordError(f"{what}: a first report with reference {r.reference_ns}")
+    if not r.first and r.value_ns == r.reference_ns:
+        raise RecordError(f"{what}: {r.metric} {r.value_ns} ns equals its reference, no crossing")
+    change = "first value" if r.first else f"from {r.reference_ns / 1e3:g} µs"
+    fields: dict[str, Field] = {
+        "value_ns": r.value_ns,
+        "reference_ns": r.reference_ns,
+        "first": r.first,
+        "accelerated": r.accelerated,
+        # an annotation's text in Grafana
+        "description": f"{r.metric} {r.value_ns / 1e3:g} µs ({change}"
+        f"{', one burst' if r.accelerated else ''})",
+    }
+    series = _session_series("threshold", record, r.labels, r.session, by="metric")
+    return [f"{series(r.metric)} {fields_part(fields)} {r.at_unix_ns}"]
+
+
 _KINDS = {
     "loss": _loss,
     "delay": _delay,
     "flow_block": _flow,
     "probe": _probe,
     "liveness": _liveness,
+    "threshold": _threshold,
 }
 
 
