@@ -1,7 +1,8 @@
 """Measurement results of a Session-Sender: loss per block (alternate marking counters carried
 in the Direct Measurement TLV, RFC 8972 section 4.5; RFC 9341), delay per probe (RFC 8762),
-per block (the probes sent in it, aggregated, with an optional histogram) and the changes of
-the probed path's liveness (liveness.py)."""
+per block and per computation interval (the probes sent in it, aggregated, with an optional
+histogram; windows.py), the changes of the probed path's liveness (liveness.py) and delay
+threshold crossings (thresholds.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Protocol
 
 from .liveness import LivenessChange
 from .maths import histogram, ipdv_mean_abs, percentiles
+from .thresholds import ThresholdEvent
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class DelayStats:
 
 @dataclass(frozen=True)
 class DelayBlock:
-    """Delay of the probes a session sent in one block."""
+    """Delay of the probes a session sent in one block, or in one computation interval of
+    it (`interval_ns` set: the probes sent in [interval_start_ns, + interval_ns))."""
 
     session: str
     block: int
@@ -99,6 +102,8 @@ class DelayBlock:
     reverse: DelayStats | None
     one_way_reason: str = ""
     histogram_edges_ns: tuple[int, ...] = ()  # the bins of every DelayStats' histogram
+    interval_start_ns: int = 0
+    interval_ns: int = 0  # 0: the block's aggregate
 
 
 class ResultSink(Protocol):
@@ -108,6 +113,8 @@ class ResultSink(Protocol):
     def add_delay(self, result: DelayResult) -> None: ...
     def add_delay_block(self, result: DelayBlock) -> None: ...
     def add_liveness(self, change: LivenessChange) -> None: ...
+    def add_delay_interval(self, result: DelayBlock) -> None: ...
+    def add_threshold(self, event: ThresholdEvent) -> None: ...
 
 
 class ResultStore:
@@ -119,6 +126,8 @@ class ResultStore:
         self.delay: deque[DelayResult] = deque(maxlen=capacity)
         self.delay_blocks: deque[DelayBlock] = deque(maxlen=capacity)
         self.liveness: deque[LivenessChange] = deque(maxlen=capacity)
+        self.delay_intervals: deque[DelayBlock] = deque(maxlen=capacity)
+        self.thresholds: deque[ThresholdEvent] = deque(maxlen=capacity)
         self.evicted = 0
 
     def add_loss(self, result: LossResult) -> None:
@@ -136,3 +145,11 @@ class ResultStore:
     def add_liveness(self, change: LivenessChange) -> None:
         self.evicted += len(self.liveness) == self.liveness.maxlen
         self.liveness.append(change)
+
+    def add_delay_interval(self, result: DelayBlock) -> None:
+        self.evicted += len(self.delay_intervals) == self.delay_intervals.maxlen
+        self.delay_intervals.append(result)
+
+    def add_threshold(self, event: ThresholdEvent) -> None:
+        self.evicted += len(self.thresholds) == self.thresholds.maxlen
+        self.thresholds.append(event)

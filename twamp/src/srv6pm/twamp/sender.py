@@ -10,6 +10,14 @@ reply before `timeout_ns` is lost, and so is its block's loss result. With liven
 also tells whether the path is up (liveness.py): misses are decided at their deadline by the send
 loop, not when a later reply comes, so a failure is reported about `down_after` intervals after
 it began.
+
+Bursts: at each probe tick, `burst_size` probes leave back to back, each a probe of its own
+(sequence number, delay, loss of the probe); the first of a loss tick carries the counters.
+Liveness takes a burst as one probe, answered when any of its probes is, so `down_after` still
+counts probe intervals. Computation intervals: delay is also aggregated per interval of the
+session's (windows.py). Thresholds (thresholds.py) are checked on each interval's delay (each
+block's without intervals) and, when asked, on each burst's mean once all its probes are
+answered or lost.
 """
 
 from __future__ import annotations
@@ -30,15 +38,16 @@ from .maths import block_of, two_way_delay_ns
 from .results import (
     DelayBlock,
     DelayResult,
-    DelayStats,
     DirectionLoss,
     LossResult,
     ResultSink,
     ResultStore,
 )
+from .thresholds import Metric, ThresholdConfig, ThresholdEvent, ThresholdMonitor
 from .timestamps import ntp_from_unix_ns, to_unix_ns
 from .tlv import FLAG_I, FLAG_M, FLAG_U, DirectMeasurement, ReturnPath, Tlv
 from .transport import Datagram
+from .windows import DelayWindows
 
 log = logging.getLogger(__name__)
 MASK32 = 0xFFFFFFFF
@@ -67,6 +76,18 @@ class SenderConfig:
     resume_from_block: int | None = None
     liveness: LivenessConfig | None = None  # None: no liveness state
     histogram_edges_ns: tuple[int, ...] = ()  # delay histogram bins of each block (none: ())
+    burst_size: int = 1  # probes back to back at each probe tick
+    computation_interval_ns: int = 0  # delay also per interval of this length (0: per block)
+    thresholds: ThresholdConfig | None = None  # None: no threshold events
+
+    def __post_init__(self) -> None:
+        if self.burst_size < 1:
+            raise ValueError(f"burst size must be >= 1, not {self.burst_size}")
+        interval = self.computation_interval_ns
+        if interval < 0 or (interval and self.period_ns % interval):
+            raise ValueError(
+                f"computation interval {interval} ns does not divide the {self.period_ns} ns block"
+            )
 
 
 @dataclass
@@ -85,15 +106,15 @@ class _Pending:
     sent_ns: int
     block: int | None  # the block whose loss this probe carries
     s_txc: int | None
+    leader: int  # sequence number of its burst's first probe (its own when first)
 
 
 @dataclass
-class _BlockDelays:
-    """The probes sent in one block, until each is answered or lost."""
+class _Burst:
+    """A burst's probes until each is answered or lost (for the accelerated threshold check)."""
 
-    sent: int = 0
-    lost: int = 0
     pending: int = 0
+    last_sent_ns: int = 0
     replies: list[DelayResult] = field(default_factory=list)
 
 
@@ -109,10 +130,29 @@ class SenderSession:
     def __post_init__(self) -> None:
         self._seq = 0
         self._pending: dict[int, _Pending] = {}
-        self._delay_blocks: dict[int, _BlockDelays] = {}  # block order (blocks only grow)
-        self._last_reply: DelayResult | None = None  # jitter pairs it with the next block's first
-        self._error_estimate = clock_error_estimate(self.config.clock_synchronised)
+        config = self.config
+        self._blocks = DelayWindows(
+            config.name, config.period_ns, config.period_ns, config.histogram_edges_ns
+        )
+        self._intervals = (
+            DelayWindows(
+                config.name,
+                config.computation_interval_ns,
+                config.period_ns,
+                config.histogram_edges_ns,
+            )
+            if config.computation_interval_ns
+            else None
+        )
+        self._error_estimate = clock_error_estimate(config.clock_synchronised)
         self.liveness = self._liveness_monitor()
+        self.thresholds = (
+            ThresholdMonitor(config.name, config.thresholds) if config.thresholds else None
+        )
+        # bursts by their first probe's sequence number, only for the accelerated check
+        self._bursts: dict[int, _Burst] | None = (
+            {} if config.thresholds and config.thresholds.check_each_burst else None
+        )
 
     def _liveness_monitor(self) -> LivenessMonitor | None:
         """The session's liveness; its timeout defaults to the probe interval and never
@@ -132,8 +172,15 @@ class SenderSession:
 
     # ---- sending -----------------------------------------------------------------------------
 
-    def _probe(self, block: int | None) -> None:
-        """Send one probe; with `block`, it carries the loss counters of that block."""
+    def _burst(self, block: int | None) -> None:
+        """The probes of one tick: the first carries the loss counters of `block`, if any."""
+        leader = self._probe(block)
+        for _ in range(self.config.burst_size - 1):
+            self._probe(None, leader)
+
+    def _probe(self, block: int | None, leader: int | None = None) -> int:
+        """Send one probe, the first of a burst unless `leader` names that burst's first; with
+        `block`, it carries the loss counters of that block. Its sequence number."""
         tlvs: list[Tlv] = []
         s_txc = None
         # RFC 8972 section 4: a Session-Sender sends every TLV with U set; the reflector clears
@@ -153,14 +200,19 @@ class SenderSession:
             ssid=self.config.ssid,
             tlvs=tuple(tlvs),
         )
-        self._pending[seq] = _Pending(t1, block, s_txc)
-        if self.liveness:
-            self.liveness.sent(seq, t1)
-        delays = self._delay_blocks.setdefault(block_of(t1, self.config.period_ns), _BlockDelays())
-        delays.sent += 1
-        delays.pending += 1
+        self._pending[seq] = _Pending(t1, block, s_txc, seq if leader is None else leader)
+        if self.liveness and leader is None:
+            self.liveness.sent(seq, t1)  # a burst is one liveness probe
+        if self._bursts is not None:
+            burst = self._bursts.setdefault(seq if leader is None else leader, _Burst())
+            burst.pending += 1
+            burst.last_sent_ns = t1
+        self._blocks.sent(t1)
+        if self._intervals:
+            self._intervals.sent(t1)
         self.stats.sent += 1
         self.send(codec.encode_sender(packet, self.config.key), self.config.reflector)
+        return seq
 
     async def run(self) -> None:
         """Send probes until cancelled: the loss probe of each block, delay probes between."""
@@ -177,17 +229,18 @@ class SenderSession:
             now = self.clock()
             if now >= next_loss:
                 # it measures delay too; a delay-only session (no flows) carries no counters
-                self._probe(block_of(now, period) - 1 if self.config.forward_flow else None)
+                self._burst(block_of(now, period) - 1 if self.config.forward_flow else None)
                 # from the clock, not += period: after a stall, no burst for one block
                 next_loss = (block_of(now, period) + 1) * period + offset
                 next_delay = now + interval if interval else None
             elif next_delay is not None and now >= next_delay:
-                self._probe(None)
+                self._burst(None)
                 next_delay = now + interval
             self.expire(now)
-            # also at the next block's start: the block just ended may be complete (delay record)
-            next_block = (block_of(now, period) + 1) * period
-            wake = min(next_loss, next_block, next_loss if next_delay is None else next_delay)
+            # also at the next window's start: the one just ended may be complete (delay record)
+            window = self.config.computation_interval_ns or period
+            next_window = (now // window + 1) * window
+            wake = min(next_loss, next_window, next_loss if next_delay is None else next_delay)
             missed_at = self.liveness.deadline() if self.liveness else None
             if missed_at is not None:
                 wake = min(wake, missed_at)
@@ -236,11 +289,11 @@ class SenderSession:
         del self._pending[reply.sender_seq]
         self.stats.received += 1
         if self.liveness:
-            self._liveness_changed(self.liveness.replied(reply.sender_seq, datagram.received_ns))
+            self._liveness_changed(self.liveness.replied(pending.leader, datagram.received_ns))
         self._record_delay(reply, t2, t3, datagram.received_ns, pending)
         if pending.block is not None:
             self.results.add_loss(self._loss(reply, pending))
-        self._close_delay_blocks(datagram.received_ns)
+        self._close_windows(datagram.received_ns)
 
     def _record_delay(
         self, reply: codec.ReflectorPacket, t2: int, t3: int, t4: int, pending: _Pending
@@ -256,53 +309,57 @@ class SenderSession:
             reverse_ns=t4 - t3 if synced else None,
         )
         self.results.add_delay(result)
-        delays = self._delay_blocks[block_of(t1, self.config.period_ns)]
-        delays.pending -= 1
-        delays.replies.append(result)
+        self._blocks.answered(result)
+        if self._intervals:
+            self._intervals.answered(result)
+        self._burst_probe_done(pending.leader, result)
 
-    def _close_delay_blocks(self, now: int) -> None:
-        """Report, in block order, each past block whose probes are all answered or lost."""
-        current = block_of(now, self.config.period_ns)
-        for block, delays in list(self._delay_blocks.items()):
-            if block >= current or delays.pending:
-                return
-            del self._delay_blocks[block]
-            self.results.add_delay_block(self._delay_block(block, delays))
+    def _close_windows(self, now: int) -> None:
+        """Report, in order, each past block and interval whose probes are all answered or
+        lost; thresholds are checked on intervals, or on blocks when there are none."""
+        for block in self._blocks.close(now):
+            self.results.add_delay_block(block)
+            if not self._intervals:
+                self._check_thresholds(block, self._blocks)
+        if self._intervals:
+            for interval in self._intervals.close(now):
+                self.results.add_delay_interval(interval)
+                self._check_thresholds(interval, self._intervals)
 
-    def _delay_block(self, block: int, delays: _BlockDelays) -> DelayBlock:
-        replies = sorted(delays.replies, key=lambda r: r.sent_ns)
-        last = self._last_reply
-        one_way = bool(replies) and all(r.forward_ns is not None for r in replies)
-        edges = self.config.histogram_edges_ns
-        two_way = DelayStats.of(
-            [r.two_way_ns for r in replies], last.two_way_ns if last else None, edges
+    def _check_thresholds(self, result: DelayBlock, windows: DelayWindows) -> None:
+        if self.thresholds is None:
+            return
+        start = result.interval_start_ns or result.block * self.config.period_ns
+        self._thresholds_crossed(
+            self.thresholds.interval(threshold_values(result), start + windows.length_ns)
         )
-        forward = reverse = None
-        if one_way:
-            forward = DelayStats.of(
-                [r.forward_ns or 0 for r in replies], last.forward_ns if last else None, edges
+
+    def _burst_probe_done(self, leader: int, reply: DelayResult | None) -> None:
+        """One of a burst's probes was answered (`reply`) or lost: once none is pending, the
+        accelerated check on the burst's means."""
+        if self._bursts is None or leader not in self._bursts:
+            return
+        burst = self._bursts[leader]
+        burst.pending -= 1
+        if reply is not None:
+            burst.replies.append(reply)
+        if burst.pending or self.thresholds is None:
+            return
+        del self._bursts[leader]
+        if burst.replies:
+            means = burst_means(burst.replies)
+            self._thresholds_crossed(self.thresholds.burst(means, burst.last_sent_ns))
+
+    def _thresholds_crossed(self, events: list[ThresholdEvent]) -> None:
+        for event in events:
+            log.info(
+                "STAMP session %s: %s %d ns (reference %d ns)",
+                event.session,
+                event.metric.value,
+                event.value_ns,
+                event.reference_ns,
             )
-            reverse = DelayStats.of(
-                [r.reverse_ns or 0 for r in replies], last.reverse_ns if last else None, edges
-            )
-        if replies:
-            self._last_reply = replies[-1]
-        reason = ""
-        if not replies:
-            reason = "no reply"
-        elif not one_way:
-            reason = "clocks not synchronised (Error Estimate S bit clear at one end)"
-        return DelayBlock(
-            self.config.name,
-            block,
-            delays.sent,
-            delays.lost,
-            two_way,
-            forward,
-            reverse,
-            reason,
-            edges,
-        )
+            self.results.add_threshold(event)
 
     def _loss(self, reply: codec.ReflectorPacket, pending: _Pending) -> LossResult:
         assert pending.block is not None
@@ -340,14 +397,15 @@ class SenderSession:
             if now - pending.sent_ns >= self.config.timeout_ns:
                 del self._pending[seq]
                 self.stats.lost += 1
-                delays = self._delay_blocks[block_of(pending.sent_ns, self.config.period_ns)]
-                delays.pending -= 1
-                delays.lost += 1
+                self._blocks.lost(pending.sent_ns)
+                if self._intervals:
+                    self._intervals.lost(pending.sent_ns)
+                self._burst_probe_done(pending.leader, None)
                 if pending.block is not None:
                     self.results.add_loss(
                         LossResult(self.config.name, pending.block, None, None, False, "probe lost")
                     )
-        self._close_delay_blocks(now)
+        self._close_windows(now)
         if self.liveness:
             self._liveness_changed(self.liveness.decide(now))
 
@@ -360,3 +418,28 @@ class SenderSession:
                 change.consecutive,
             )
             self.results.add_liveness(change)
+
+
+def threshold_values(result: DelayBlock) -> dict[Metric, int]:
+    """What each threshold metric is in an interval's (or block's) delay; a delay without
+    replies, or one-way without synchronised clocks, has none."""
+    values: dict[Metric, int] = {}
+    if result.two_way:
+        values[Metric.TWO_WAY_MEAN] = result.two_way.mean_ns
+        values[Metric.TWO_WAY_P99] = result.two_way.p99_ns
+        values[Metric.JITTER] = result.two_way.jitter_ns
+    if result.forward:
+        values[Metric.FORWARD_MEAN] = result.forward.mean_ns
+    if result.reverse:
+        values[Metric.REVERSE_MEAN] = result.reverse.mean_ns
+    return values
+
+
+def burst_means(replies: list[DelayResult]) -> dict[Metric, int]:
+    """A burst's mean delays (rounded to the ns, as DelayStats' mean), one-way ones only when
+    every reply has them."""
+    means = {Metric.TWO_WAY_MEAN: round(sum(r.two_way_ns for r in replies) / len(replies))}
+    if all(r.forward_ns is not None for r in replies):
+        means[Metric.FORWARD_MEAN] = round(sum(r.forward_ns or 0 for r in replies) / len(replies))
+        means[Metric.REVERSE_MEAN] = round(sum(r.reverse_ns or 0 for r in replies) / len(replies))
+    return means
