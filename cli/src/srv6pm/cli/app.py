@@ -23,6 +23,7 @@ from .commands import (
     pki,
     policies,
     policy_results,
+    profiles,
     results,
     sessions,
     sids,
@@ -149,6 +150,7 @@ def options(
 app.add_typer(nodes.app, name="nodes")
 app.add_typer(sids.app, name="sids")
 app.add_typer(policies.app, name="policies")
+app.add_typer(profiles.app, name="profiles")
 app.add_typer(sessions.app, name="sessions")
 app.add_typer(thresholds.app, name="thresholds")
 results.app.command("policy")(policy_results.policy)
