@@ -17,6 +17,7 @@ from srv6pm.node_manager.domain.model import (
     SegmentList,
     SenderSession,
     SrPolicy,
+    Thresholds,
 )
 
 FLOW = MonitoredFlow("f", ("fc00:0:2::e", "fc00:0:3::d6"), Role.INGRESS, ("r1-r2",), 1)
@@ -208,3 +209,83 @@ def test_allowed_dscp_values_are_checked_and_sorted():
 def test_the_reflector_round_trips_through_the_contract():
     state = NodeState(reflector=Reflector(True, "fc00::9", allowed_dscp=(0, 46)))
     assert convert.node_state(convert.node_state_pb(state)).reflector == state.reflector
+
+
+def test_bursts_computation_intervals_and_thresholds_are_checked():
+    s = SenderSession("s", 1, "fc00::1", forward_flow="", reverse_flow="", delay_interval_ms=100)
+    period = 10 * 10**9
+
+    def check(session: SenderSession) -> SenderSession:
+        return validation.node_state(NodeState(sessions=(session,)), period).sessions[0]
+
+    ok = check(
+        replace(
+            s,
+            burst_size=5,
+            computation_interval_ms=1000,
+            thresholds=Thresholds(percent=20, metrics=("two_way_p99", "jitter")),
+        )
+    )
+    assert (ok.burst_size, ok.computation_interval_ms) == (5, 1000)
+    # unset metrics mean the two-way mean; settings without a threshold mean nothing
+    assert check(replace(s, thresholds=Thresholds(absolute_us=500))).thresholds.metrics == (
+        "two_way_mean",
+    )
+    assert check(replace(s, thresholds=Thresholds(check_each_burst=True))).thresholds == (
+        Thresholds()
+    )
+    for bad, error in (
+        ({"burst_size": 0}, "burst size 0 is not 1 to 100"),
+        ({"burst_size": 101}, "burst size 101 is not 1 to 100"),
+        ({"computation_interval_ms": 250}, r"250 ms is not a multiple of the delay interval"),
+        ({"computation_interval_ms": 3000}, "3000 ms does not divide the node's 10000 ms block"),
+        (
+            {"computation_interval_ms": 1000, "delay_interval_ms": 0},
+            "a computation interval needs a delay interval",
+        ),
+        ({"thresholds": Thresholds(percent=1001)}, "threshold percent 1001 is not 0 to 1000"),
+        ({"thresholds": Thresholds(percent=float("nan"))}, "threshold percent nan"),
+        ({"thresholds": Thresholds(absolute_us=10**8)}, "above 10000000 µs"),
+        (
+            {"thresholds": Thresholds(percent=5, min_report_interval_ms=10**9)},
+            "minimum report interval .* above a day",
+        ),
+        (
+            {"thresholds": Thresholds(percent=5, metrics=("p42",))},
+            "unknown threshold metric",
+        ),
+        (
+            {"thresholds": Thresholds(percent=5, metrics=("jitter", "jitter"))},
+            "duplicate threshold metrics",
+        ),
+    ):
+        with pytest.raises(InvalidArgument, match=error):
+            check(replace(s, **bad))  # type: ignore[arg-type]
+    # without the node's period (a dry check elsewhere), only what the session says is checked
+    lone = replace(s, computation_interval_ms=3000)
+    assert validation.node_state(NodeState(sessions=(lone,))).sessions == (lone,)
+
+
+def test_bursts_intervals_and_thresholds_round_trip_through_the_contract():
+    s = SenderSession(
+        "s",
+        1,
+        "fc00::1",
+        forward_flow="",
+        reverse_flow="",
+        delay_interval_ms=100,
+        burst_size=3,
+        computation_interval_ms=500,
+        thresholds=Thresholds(12.5, 300, True, 2000, ("two_way_mean", "forward_mean")),
+    )
+    state = NodeState(sessions=(s,))
+    assert convert.node_state(convert.node_state_pb(state)).sessions == (s,)
+    msg = convert.node_state_pb(state)
+    msg.sessions[0].burst_size = 0  # 0 = 1
+    del msg.sessions[0].thresholds.metrics[:]
+    msg.sessions[0].thresholds.metrics.append(0)  # unspecified: the two-way mean
+    back = convert.node_state(msg).sessions[0]
+    assert (back.burst_size, back.thresholds.metrics) == (1, ("two_way_mean",))
+    msg.sessions[0].thresholds.metrics.append(99)
+    with pytest.raises(InvalidArgument, match="threshold metric: unknown value 99"):
+        convert.node_state(msg)

@@ -15,6 +15,7 @@ from ..domain.errors import InvalidArgument
 from ..domain.model import (
     DEFAULT_DOWN_AFTER,
     STAMP_PORT,
+    THRESHOLD_METRICS,
     Liveness,
     LocalSid,
     Marking,
@@ -26,6 +27,7 @@ from ..domain.model import (
     SegmentList,
     SenderSession,
     SrPolicy,
+    Thresholds,
 )
 
 E = TypeVar("E", bound=Enum)
@@ -38,6 +40,12 @@ _MODES = {number: member for member, number in MODE_TO_PB.items()}
 _BEHAVIOURS = {number: member for member, number in BEHAVIOUR_TO_PB.items()}
 _ROLES = {number: member for member, number in ROLE_TO_PB.items()}
 _MARKING_MODES = {number: member for member, number in MARKING_MODE_TO_PB.items()}
+# The domain's metric names are the enum's (THRESHOLD_METRIC_TWO_WAY_MEAN: two_way_mean).
+METRIC_TO_PB = {
+    m: pb.ThresholdMetric.Value(f"THRESHOLD_METRIC_{m.upper()}") for m in THRESHOLD_METRICS
+}
+_METRICS = {number: name for name, number in METRIC_TO_PB.items()}
+_METRICS[pb.THRESHOLD_METRIC_UNSPECIFIED] = THRESHOLD_METRICS[0]
 
 
 def _enum(table: Mapping[Any, E], value: int, what: str, enum_pb: Any) -> E:
@@ -53,6 +61,33 @@ def _liveness(msg: pb.Liveness) -> Liveness:
         down_after=msg.down_after or DEFAULT_DOWN_AFTER,
         up_after=msg.up_after or 1,
         timeout_ms=msg.timeout_ms,
+    )
+
+
+def _thresholds(msg: pb.Thresholds, session: str) -> Thresholds:
+    return Thresholds(
+        percent=msg.percent,
+        absolute_us=msg.absolute_us,
+        check_each_burst=msg.check_each_burst,
+        min_report_interval_ms=msg.min_report_interval_ms,
+        metrics=tuple(_metric(m, f"session {session!r} threshold metric") for m in msg.metrics),
+    )
+
+
+def _metric(value: int, what: str) -> str:
+    if value not in _METRICS:
+        names = ", ".join(pb.ThresholdMetric.Name(k) for k in _METRICS)
+        raise InvalidArgument(f"{what}: unknown value {value}; expected one of {names}")
+    return _METRICS[value]
+
+
+def _thresholds_pb(t: Thresholds) -> pb.Thresholds:
+    return pb.Thresholds(
+        percent=t.percent,
+        absolute_us=t.absolute_us,
+        check_each_burst=t.check_each_burst,
+        min_report_interval_ms=t.min_report_interval_ms,
+        metrics=[METRIC_TO_PB[m] for m in t.metrics],
     )
 
 
@@ -133,6 +168,9 @@ def node_state(msg: pb.NodeState) -> NodeState:
             segment_list=s.segment_list,
             liveness=_liveness(s.liveness),
             histogram_edges_us=tuple(s.histogram_edges_us),
+            burst_size=s.burst_size or 1,
+            computation_interval_ms=s.computation_interval_ms,
+            thresholds=_thresholds(s.thresholds, s.name),
         )
         for s in msg.sessions
     )
@@ -226,6 +264,9 @@ def node_state_pb(state: NodeState) -> pb.NodeState:
                     timeout_ms=s.liveness.timeout_ms,
                 ),
                 histogram_edges_us=s.histogram_edges_us,
+                burst_size=s.burst_size,
+                computation_interval_ms=s.computation_interval_ms,
+                thresholds=_thresholds_pb(s.thresholds),
             )
             for s in state.sessions
         ],

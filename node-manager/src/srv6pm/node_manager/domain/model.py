@@ -165,6 +165,26 @@ class Liveness:
 
 
 MAX_HISTOGRAM_EDGES = 10
+# What a threshold may watch (ThresholdEvent.metric); the first is the default.
+THRESHOLD_METRICS = ("two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A delay event when a metric moved by more than `percent` % or `absolute_us` from the
+    value last reported, checked per computation interval (or block) and, with
+    `check_each_burst`, on each burst's mean; at most one per metric per
+    `min_report_interval_ms`. Both thresholds 0: none."""
+
+    percent: float = 0.0
+    absolute_us: int = 0
+    check_each_burst: bool = False
+    min_report_interval_ms: int = 0
+    metrics: tuple[str, ...] = ()  # of THRESHOLD_METRICS; (): two_way_mean
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.percent or self.absolute_us)
 
 
 @dataclass(frozen=True)
@@ -187,6 +207,9 @@ class SenderSession:
     segment_list: str = ""  # the policy's segment list its probes carry (a label; protection)
     liveness: Liveness = field(default_factory=Liveness)
     histogram_edges_us: tuple[int, ...] = ()  # delay histogram bin edges, ascending
+    burst_size: int = 1  # probes back to back at each probe interval
+    computation_interval_ms: int = 0  # delay also per interval of this length (0: per block)
+    thresholds: Thresholds = field(default_factory=Thresholds)
 
     @property
     def policy_label(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -20,6 +21,7 @@ from .model import (
     MAX_HISTOGRAM_EDGES,
     MAX_SEGMENTS,
     MAX_WEIGHT,
+    THRESHOLD_METRICS,
     Liveness,
     LocalSid,
     Marking,
@@ -31,6 +33,7 @@ from .model import (
     SegmentList,
     SenderSession,
     SrPolicy,
+    Thresholds,
 )
 
 DSCP_MASK = 0xFC  # Traffic Class bits outside ECN
@@ -249,7 +252,7 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
     )
 
 
-def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
+def sender(s: SenderSession, flow_names: set[str], period_ns: int | None = None) -> SenderSession:
     where = f"session {_name(s.name, 'session')!r}"
     if bool(s.forward_flow) != bool(s.reverse_flow):
         raise InvalidArgument(
@@ -280,7 +283,71 @@ def sender(s: SenderSession, flow_names: set[str]) -> SenderSession:
         hmac_key=_key(s.hmac_key, where),
         liveness=_liveness(s.liveness, where),
         histogram_edges_us=_histogram_edges(s.histogram_edges_us, where),
+        burst_size=_burst_size(s.burst_size, where),
+        computation_interval_ms=_computation_interval(s, where, period_ns),
+        thresholds=_thresholds(s.thresholds, where),
     )
+
+
+MAX_BURST = 100
+
+
+def _burst_size(size: int, where: str) -> int:
+    if not 1 <= size <= MAX_BURST:
+        raise InvalidArgument(f"{where}: burst size {size} is not 1 to {MAX_BURST}")
+    return size
+
+
+def _computation_interval(s: SenderSession, where: str, period_ns: int | None) -> int:
+    """A whole number of probe intervals, a whole number of intervals per block: each interval
+    holds the same number of probe ticks and lies inside one block."""
+    interval = s.computation_interval_ms
+    if not interval:
+        return 0
+    if not s.delay_interval_ms:
+        raise InvalidArgument(
+            f"{where}: a computation interval needs a delay interval (with one probe per "
+            "block, the block is the only interval)"
+        )
+    if interval % s.delay_interval_ms:
+        raise InvalidArgument(
+            f"{where}: computation interval {interval} ms is not a multiple of the delay "
+            f"interval ({s.delay_interval_ms} ms)"
+        )
+    if period_ns is not None and period_ns % (interval * 1_000_000):
+        raise InvalidArgument(
+            f"{where}: computation interval {interval} ms does not divide the node's "
+            f"{period_ns / 1e6:g} ms block"
+        )
+    return interval
+
+
+MAX_PERCENT = 1000.0
+MAX_ABSOLUTE_US = 10_000_000  # 10 s: more than any probe waits for its reply
+MAX_REPORT_INTERVAL_MS = 86_400_000  # a day
+
+
+def _thresholds(t: Thresholds, where: str) -> Thresholds:
+    if not math.isfinite(t.percent) or not 0 <= t.percent <= MAX_PERCENT:
+        raise InvalidArgument(f"{where}: threshold percent {t.percent} is not 0 to {MAX_PERCENT:g}")
+    if t.absolute_us > MAX_ABSOLUTE_US:
+        raise InvalidArgument(
+            f"{where}: absolute threshold {t.absolute_us} µs is above {MAX_ABSOLUTE_US} µs"
+        )
+    if t.min_report_interval_ms > MAX_REPORT_INTERVAL_MS:
+        raise InvalidArgument(
+            f"{where}: minimum report interval {t.min_report_interval_ms} ms is above a day"
+        )
+    unknown = sorted(set(t.metrics) - set(THRESHOLD_METRICS))
+    if unknown:
+        raise InvalidArgument(
+            f"{where}: unknown threshold metric(s) {', '.join(unknown)}; expected "
+            f"{', '.join(THRESHOLD_METRICS)}"
+        )
+    _unique(t.metrics, f"threshold metrics in {where}")
+    if not t.enabled:
+        return Thresholds()  # nothing to check: the other settings mean nothing
+    return replace(t, metrics=t.metrics or THRESHOLD_METRICS[:1])
 
 
 MAX_MISSES = 255
@@ -309,15 +376,16 @@ def _histogram_edges(edges: tuple[int, ...], where: str) -> tuple[int, ...]:
     return tuple(edges)
 
 
-def node_state(state: NodeState) -> NodeState:
-    """The canonical form of `state`, or InvalidArgument naming the first problem."""
+def node_state(state: NodeState, period_ns: int | None = None) -> NodeState:
+    """The canonical form of `state`, or InvalidArgument naming the first problem; with the
+    node's block period, sessions' computation intervals are checked against it."""
     policies = tuple(policy(p) for p in state.policies)
     sids = tuple(local_sid(s) for s in state.local_sids)
     mark = marking(state.marking)
     flows = tuple(flow(f, mark.mode) for f in state.flows)
     _flows(flows, mark)
     names = {f.name for f in flows}
-    sessions = tuple(sender(s, names) for s in state.sessions)
+    sessions = tuple(sender(s, names, period_ns) for s in state.sessions)
     _unique((s.name for s in sessions), "session names")
     _unique((str(s.ssid) for s in sessions), "session SSIDs")  # each steers its own probes
     _unique((p.name for p in policies), "policy names")

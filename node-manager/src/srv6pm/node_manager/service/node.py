@@ -103,7 +103,7 @@ class NodeService:
     # ---- desired state -----------------------------------------------------------------------
 
     def apply(self, state: NodeState, dry_run: bool = False) -> ApplyResult:
-        state = validation.node_state(state)
+        state = validation.node_state(state, self.blocks.period_ns)
         with self._apply_lock:
             desired.check_preconditions(
                 state, self._driver.capabilities(), self._driver.interfaces()
