@@ -1,12 +1,16 @@
 """`make demo`: the product on one machine, driven as an operator drives it.
 
-Starts Kafka, InfluxDB and the collector, builds h1 - r1 - r2 - r3 - h2 in network namespaces with
-one node manager per router (mutual TLS only), and the controller. Then, through the controller's
-REST API only: registers the routers as nodes, their SIDs and the SR policies h1 <-> h2, and
-creates two monitoring sessions (one from each end). It sends traffic, drops a known number of
-packets on r2 -> r3 and r2 -> r1 in one block and delays r2 -> r3 by a known amount in another,
-and shows with the `srv6pm` CLI the live table of loss and delay per block, the loss localised
-to the segment it was injected on, and a PNG plot. Everything is torn down on exit or Ctrl-C.
+Starts Kafka, InfluxDB and the collector, builds the diamond h1 - r1 - (r2 | r3) - r4 - h2 in
+network namespaces with one node manager per router (mutual TLS only), and the controller. Then,
+through the controller's REST API only: registers the routers as nodes, their SIDs, three SR
+policies between the same two routers r1 and r4 (via-r2, via-r3, and `hashed`, whose flows are
+hashed over two segment lists, one through each, with protection) and the way back, a
+measurement profile (a probe every 100 ms, liveness, delay histogram bins) and a session per
+policy. It sends traffic while r3 -> r4 is 20 ms slower, drops a known number of via-r2's packets
+on r2 -> r4 in one block and cuts r3 -> r4 for a second in another, and shows with the `srv6pm`
+CLI: each policy's delay apart (the same two routers, different paths), the loss localised to
+the segment it was injected on, the policy over its segment lists, the liveness events of the
+cut, and a PNG plot. Everything is torn down on exit or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,16 +24,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import fleet
+from . import diamond, drops, fleet
+from .diamond import HASHED_ADDRESS, VIA_R2, VIA_R2_ADDRESS, VIA_R3_ADDRESS
 from .lab import Lab
 from .pipeline import ResultsPipeline
-from .scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS
 from .servers import ControllerProcess
 from .topology import Topology
 
-FORWARD_DROPS, REVERSE_DROPS = 5, 3
+DROPS = 5
 DELAY_MS = 20
-SESSIONS = ("h1-h2", "h2-h1")
+CUT_S = 1.0
+FLOWS = 8  # UDP flows to the hashed policy (hashed by their ports over its segment lists)
 
 
 def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: Path) -> int:
@@ -39,11 +44,13 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
         pipeline = stack.enter_context(ResultsPipeline(workdir / "pipeline"))
         print(f"  Kafka {pipeline.kafka.bootstrap}, InfluxDB {pipeline.influx.url}")
 
-        topology = Topology.load("default").model_copy(update={"period_s": period_s})
+        topology = Topology.load("diamond").model_copy(update={"period_s": period_s})
         lab = Lab(topology, prefix, base_port, pipeline.node_manager_settings, tls=True)
         print(f"building the lab (namespaces {prefix}-*), one node manager per router (mTLS) ...")
         stack.callback(_down, lab)
         lab.up()
+        diamond.host_addresses(lab)
+        lab.network.sysctl("r1", {"net.ipv6.fib_multipath_hash_policy": 1})
 
         controller = ControllerProcess(
             workdir / "controller",
@@ -61,42 +68,60 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
         stack.callback(api.close)
         cli = Cli(controller.url, controller.token)
 
-        print("registering nodes, SIDs and policies, creating sessions (REST API only) ...")
-        fleet.register(api, lab)
-        fleet.add_sessions(api, SESSIONS, delay_interval_ms=200)
+        print("registering nodes, SIDs, policies, a profile and sessions (REST API only) ...")
+        diamond.register(api, lab)
+        diamond.add_sessions(api)
         fleet.wait_applied(api)
+        cli("policies", "list")
         cli("sessions", "list")
 
         stack.enter_context(lab.receive_udp("h1", idle=3600))
         stack.enter_context(lab.receive_udp("h2", idle=3600))
         first = int(time.time() // period_s) + 1
-        loss_block, delay_block = first + 1, first + 2
+        loss_block, cut_block = first + 1, first + 2
         print(
-            f"traffic in blocks {first}..{first + blocks - 1}: block {loss_block} loses "
-            f"{FORWARD_DROPS} packets on r2 -> r3 and {REVERSE_DROPS} on r2 -> r1, block "
-            f"{delay_block} is delayed {DELAY_MS} ms on r2 -> r3"
+            f"traffic in blocks {first}..{first + blocks - 1} with r3 -> r4 {DELAY_MS} ms slower: "
+            f"block {loss_block} loses {DROPS} of via-r2's packets on r2 -> r4, block "
+            f"{cut_block} has r3 -> r4 cut for {CUT_S:.0f} s"
         )
-        for block in range(first, first + blocks):
-            # impairments last from just after a block begins to just before it ends
-            time.sleep(max(0.0, block * period_s + 0.1 - time.time()))
-            with contextlib.ExitStack() as impairments:
-                if block == loss_block:
-                    lab.drop("r2", "r3", FORWARD_DROPS, dst=FORWARD_SIDS[1])
-                    lab.drop("r2", "r1", REVERSE_DROPS, dst=REVERSE_SIDS[1])
-                    impairments.callback(lab.clear_drops, "r2")
-                if block == delay_block:
-                    impairments.enter_context(lab.delay("r2", "r3", DELAY_MS))
-                lab.send_udp("h1", H2, 200, interval=0.001)
-                lab.send_udp("h2", H1, 100, interval=0.001)
-                time.sleep(max(0.0, (block + 1) * period_s - 0.1 - time.time()))
-        print("the live table (srv6pm results watch), until the last block has reached InfluxDB:")
-        cli("results", "watch", SESSIONS[0], "--count", str(int(2 * period_s) + 4))
+        with lab.delay("r3", "r4", DELAY_MS):
+            for block in range(first, first + blocks):
+                _traffic(lab, block, period_s, loss_block, cut_block)
+        print("the live table of via-r2 (srv6pm results watch), until its last block is in:")
+        cli("results", "watch", "via-r2", "--count", str(int(2 * period_s) + 4))
+        print("\nthe same two routers, two paths: delay per block of each policy")
+        for policy in ("via-r2", "via-r3"):
+            cli("results", "delay", policy)
         print(f"\nwhere block {loss_block}'s loss happened (srv6pm results hops):")
-        cli("results", "hops", SESSIONS[0], "--block", str(loss_block))
-        cli("results", "plot", SESSIONS[0], "--out", str(plot), "--since", "10m")
+        cli("results", "hops", "via-r2", "--block", str(loss_block))
+        print("\nthe hashed policy, per segment list and in all (srv6pm results policy):")
+        cli("results", "policy", "hashed")
+        print(f"\nliveness: the cut in block {cut_block} (srv6pm liveness policy):")
+        for policy in ("via-r3", "hashed"):
+            cli("liveness", "policy", policy, "--since", "10m")
+        cli("results", "plot", "via-r3", "--out", str(plot), "--since", "10m")
         print(f"plot of loss and delay per block: {plot}")
         print("tearing everything down ...")
     return 0
+
+
+def _traffic(lab: Lab, block: int, period_s: float, loss_block: int, cut_block: int) -> None:
+    """One block's traffic to every policy, and its impairment, from just after the block
+    begins to just before it ends."""
+    time.sleep(max(0.0, block * period_s + 0.1 - time.time()))
+    if block == loss_block:
+        lab.drop("r2", "r4", DROPS, dst=VIA_R2.segments[-1])
+    if block == cut_block:
+        lab.drop("r3", "r4", drops.MAX_COUNT)
+    for address in (VIA_R2_ADDRESS, VIA_R3_ADDRESS):
+        lab.send_udp("h1", address, 100, interval=0.001)
+    for _ in range(FLOWS):
+        lab.send_udp("h1", HASHED_ADDRESS, 25, interval=0.001)
+    if block == cut_block:
+        time.sleep(max(0.0, block * period_s + 0.1 + CUT_S - time.time()))
+    lab.clear_drops("r2")
+    lab.clear_drops("r3")
+    time.sleep(max(0.0, (block + 1) * period_s - 0.1 - time.time()))
 
 
 class Cli:

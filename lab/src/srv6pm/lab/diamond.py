@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2
 
+from .fleet import Api
 from .lab import Lab
 
 H1 = "fd00:1::2"
@@ -174,4 +175,98 @@ def host_addresses(lab: Lab) -> None:
     for address in (VIA_R3_ADDRESS, HASHED_ADDRESS):
         lab.network.exec(
             "h2", ["ip", "-6", "addr", "replace", f"{address}/64", "dev", interface, "nodad"]
+        )
+
+
+# ---- the same, described to the controller (REST): what the demo and controller tests drive ----
+
+PROBE_ADDRESSES = {
+    "r1": R1_PROBE_ADDRESS,
+    "r2": "fcf0:12::2",
+    "r3": "fcf0:13::3",
+    "r4": "fcf0:24::4",
+}
+HOST_OF = {"r1": "h1", "r4": "h2"}  # the interfaces toward hosts are the domain's boundary
+REST_SIDS = (
+    {"sid": "fc00:0:1::d6", "node": "r1", "behaviour": "End.DT6"},
+    *(
+        {"sid": f"fc00:0:{r[1]}::{end}", "node": r, "behaviour": "End"}
+        for r in ("r2", "r3")
+        for end in ("e", "e1")
+    ),
+    *({"sid": f"fc00:0:4::{end}", "node": "r4", "behaviour": "End.DT6"} for end in "abc"),
+)
+REST_POLICIES = (
+    {
+        "name": VIA_R2.policy,
+        "head_node": "r1",
+        "tail_node": "r4",
+        "segments": list(VIA_R2.segments),
+        "prefix": f"{VIA_R2_ADDRESS}/128",
+    },
+    {
+        "name": VIA_R3.policy,
+        "head_node": "r1",
+        "tail_node": "r4",
+        "segments": list(VIA_R3.segments),
+        "prefix": f"{VIA_R3_ADDRESS}/128",
+    },
+    {
+        "name": HASHED_SL0.policy,
+        "head_node": "r1",
+        "tail_node": "r4",
+        "segment_lists": [
+            {"name": m.segment_list, "segments": list(m.segments)} for m in (HASHED_SL0, HASHED_SL1)
+        ],
+        "prefix": f"{HASHED_ADDRESS}/128",
+        "protection": True,
+    },
+    {
+        "name": RETURN,
+        "head_node": "r4",
+        "tail_node": "r1",
+        "segments": list(RETURN_SIDS),
+        "prefix": "fd00:1::/64",
+    },
+)
+PROFILE = "liveness-100ms"
+
+
+def register(
+    api: Api, lab: Lab, histogram_edges_us: tuple[int, ...] = (1_000, 5_000, 20_000)
+) -> None:
+    """The diamond's routers as nodes, their SIDs, the policies, and a measurement profile:
+    a probe every 100 ms, liveness (down after 3 missed), delay histogram bins."""
+    for router in lab.topology.routers:
+        host = HOST_OF.get(router)
+        api.post(
+            "/v1/nodes",
+            {
+                "name": router,
+                "endpoint": lab.grpc_address(router),
+                "probe_address": PROBE_ADDRESSES[router],
+                "boundary_interfaces": [lab.interface(router, host)] if host else [],
+            },
+        )
+    for sid in REST_SIDS:
+        api.post("/v1/local-sids", sid)
+    for policy in REST_POLICIES:
+        api.post("/v1/policies", policy)
+    api.post(
+        "/v1/profiles",
+        {
+            "name": PROFILE,
+            "delay_interval_ms": PROBE_INTERVAL_MS,
+            "liveness": {"enabled": True, "down_after": DOWN_AFTER, "up_after": 1},
+            "histogram_edges_us": list(histogram_edges_us),
+        },
+    )
+
+
+def add_sessions(api: Api, policies: tuple[str, ...] = ("via-r2", "via-r3", "hashed")) -> None:
+    """A session per policy (every segment list of it), returning on r4 - r2 - r1."""
+    for policy in policies:
+        api.post(
+            "/v1/sessions",
+            {"name": policy, "policy": policy, "return_policy": RETURN, "profile": PROFILE},
         )
