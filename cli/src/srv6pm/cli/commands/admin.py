@@ -100,7 +100,8 @@ def audit(
         str | None,
         typer.Option(
             metavar="KIND",
-            help="Only changes of this kind: node, local-sid, policy, session, threshold, token.",
+            help="Only changes of this kind: node, local-sid, policy, profile, session, "
+            "threshold, token.",
             show_default=False,
         ),
     ] = None,
