@@ -127,6 +127,7 @@ class NodeManagerServer:
                 self.service.stamp.reflector_stats,
                 self.service.kernel_reflector_stats,
                 self.service.stamp.liveness,
+                self.service.stamp.thresholds,
             )
         )
         self.servicer = NodeManagerServicer(

@@ -53,6 +53,8 @@ class Kind(enum.IntEnum):
     FLOW = 3
     PROBE = 4
     LIVENESS = 5  # block: the block of the deciding probe's T1
+    INTERVAL = 6  # delay per computation interval; block: the one the interval lies in
+    THRESHOLD = 7  # block: the block of the event's at_unix_ns
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from .kafka import KafkaPublisher
 
 APPLY_SECONDS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 LIVENESS_LABELS = ["session", "policy", "segment_list"]
+THRESHOLD_LABELS = [*LIVENESS_LABELS, "metric"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,16 @@ class SessionLiveness:
     changes: int
 
 
+@dataclass(frozen=True)
+class SessionThresholds:
+    """A running session with thresholds: the events of each metric it watches."""
+
+    session: str
+    policy: str
+    segment_list: str
+    events: Mapping[str, int]  # metric -> events since the session (re)started
+
+
 class NodeCollector(Collector):
     def __init__(
         self,
@@ -37,6 +48,7 @@ class NodeCollector(Collector):
         reflector_stats: Callable[[], Any],
         kernel_reflector_stats: Callable[[], Mapping[str, int]],
         liveness: Callable[[], Iterable[SessionLiveness]] = tuple,
+        thresholds: Callable[[], Iterable[SessionThresholds]] = tuple,
     ) -> None:
         self._journal = journal
         self._publisher = publisher
@@ -44,6 +56,7 @@ class NodeCollector(Collector):
         self._reflector_stats = reflector_stats
         self._kernel_reflector_stats = kernel_reflector_stats
         self._liveness = liveness
+        self._thresholds = thresholds
 
     def collect(self) -> Iterator[Metric]:
         groups: list[tuple[str, Any]] = [
@@ -65,6 +78,7 @@ class NodeCollector(Collector):
             value=self._journal.depth(),
         )
         yield from self._liveness_metrics()
+        yield self._threshold_metrics()
 
     def _liveness_metrics(self) -> Iterator[Metric]:
         state = GaugeMetricFamily(
@@ -84,6 +98,18 @@ class NodeCollector(Collector):
             changes.add_metric(labels, s.changes)
         yield state
         yield changes
+
+    def _threshold_metrics(self) -> Metric:
+        events = CounterMetricFamily(
+            "srv6pm_stamp_threshold_events",
+            "delay threshold events of a session since it (re)started, its first report "
+            "included, per metric it watches",
+            labels=THRESHOLD_LABELS,
+        )
+        for s in self._thresholds():
+            for metric, count in s.events.items():
+                events.add_metric([s.session, s.policy, s.segment_list, metric], count)
+        return events
 
 
 def apply_histogram(registry: CollectorRegistry) -> Histogram:

@@ -7,6 +7,7 @@ from srv6pm.common.srv6 import Role, proto_numbers
 from srv6pm.proto.v1 import records_pb2 as pb
 from srv6pm.twamp.liveness import LivenessChange, State
 from srv6pm.twamp.results import DelayBlock, DelayResult, DelayStats, DirectionLoss, LossResult
+from srv6pm.twamp.thresholds import ThresholdEvent
 
 from ..domain.blocks import FlowBlock
 from ..domain.model import MonitoredFlow, SenderSession
@@ -88,6 +89,8 @@ def delay(r: DelayBlock, session_labels: pb.SessionLabels, period_ns: int) -> pb
         block_info=block_info(r.block, period_ns),
         labels=session_labels,
         histogram_edges_ns=r.histogram_edges_ns,
+        interval_start_unix_ns=r.interval_start_ns,
+        interval_ns=r.interval_ns,
     )
 
 
@@ -111,6 +114,19 @@ def liveness(c: LivenessChange, session_labels: pb.SessionLabels) -> pb.Liveness
         previous=LIVENESS_TO_PB[c.previous],
         at_unix_ns=c.at_ns,
         consecutive=c.consecutive,
+        labels=session_labels,
+    )
+
+
+def threshold(e: ThresholdEvent, session_labels: pb.SessionLabels) -> pb.ThresholdEvent:
+    return pb.ThresholdEvent(
+        session=e.session,
+        metric=e.metric.value,
+        value_ns=e.value_ns,
+        reference_ns=e.reference_ns,
+        first=e.first,
+        accelerated=e.accelerated,
+        at_unix_ns=e.at_ns,
         labels=session_labels,
     )
 

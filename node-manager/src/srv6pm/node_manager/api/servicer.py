@@ -167,8 +167,14 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
             loss, more_loss = results.loss(request.session, request.since_block, limit)
             delay, more_delay = results.delay(request.session, request.since_block, limit)
             liveness, more_liveness = results.liveness(request.session, request.since_block, limit)
+            thresholds, more_thresholds = results.thresholds(
+                request.session, request.since_block, limit
+            )
+            intervals, more_intervals = results.intervals(
+                request.session, request.since_block, limit
+            )
             probes, senders = self._service.stamp.probes(request.session)
-            if request.session and not (loss or delay or liveness or senders):
+            if request.session and not (loss or delay or liveness or thresholds or senders):
                 raise NotFound(f"no STAMP session named {request.session!r} on this node")
             return pb.ReadResultsResponse(
                 loss=loss,
@@ -182,7 +188,13 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 reflector=pb.ReflectorStats(**asdict(self._service.stamp.reflector_stats())),
                 kernel_reflector=pb.KernelReflectorStats(**self._service.kernel_reflector_stats()),
                 liveness=liveness,
-                truncated=more_loss or more_delay or more_liveness,
+                thresholds=thresholds,
+                intervals=intervals,
+                truncated=more_loss
+                or more_delay
+                or more_liveness
+                or more_thresholds
+                or more_intervals,
             )
 
         return self._call(context, read)

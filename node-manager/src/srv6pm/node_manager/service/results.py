@@ -1,6 +1,8 @@
 """Results become records in the node's journal before anything else sees them; ReadResults,
 ReadBlock and the Kafka publisher read them back from there. A liveness change is also told to
-the node's listener (protection), right after it is journaled."""
+the node's listener (protection), right after it is journaled. Delay per computation interval and
+threshold events are journaled under kinds of their own, so ReadResults' `delay` keeps meaning
+per block; Kafka carries them all."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Callable, Iterable
 from srv6pm.proto.v1 import records_pb2 as pb
 from srv6pm.twamp.liveness import LivenessChange, State
 from srv6pm.twamp.results import DelayBlock, DelayResult, LossResult, ResultStore
+from srv6pm.twamp.thresholds import ThresholdEvent
 
 from ..adapters import records
 from ..adapters.journal import Entry, Journal, Kind
@@ -59,6 +62,17 @@ class SessionResults:
         self._owner.journal_one(
             Kind.DELAY, result.session, result.block, pb.MeasurementRecord(delay=record)
         )
+
+    def add_delay_interval(self, result: DelayBlock) -> None:
+        record = records.delay(result, self._labels, self._owner.period_ns)
+        self._owner.journal_one(
+            Kind.INTERVAL, result.session, result.block, pb.MeasurementRecord(delay=record)
+        )
+
+    def add_threshold(self, event: ThresholdEvent) -> None:
+        block = event.at_ns // self._owner.period_ns
+        record = pb.MeasurementRecord(threshold=records.threshold(event, self._labels))
+        self._owner.journal_one(Kind.THRESHOLD, event.session, block, record)
 
     def add_delay(self, result: DelayResult) -> None:
         self._memory.add_delay(result)
@@ -155,6 +169,20 @@ class ResultsService:
         """Liveness changes from `since_block` (the block of each deciding probe) on."""
         rows, more = self.journal.records(Kind.LIVENESS, session or None, since_block, limit)
         return [pb.MeasurementRecord.FromString(r).liveness for r in rows], more
+
+    def intervals(
+        self, session: str, since_block: int, limit: int = DEFAULT_LIMIT
+    ) -> tuple[list[pb.DelayRecord], bool]:
+        """Delay per computation interval, from the intervals of `since_block` on."""
+        rows, more = self.journal.records(Kind.INTERVAL, session or None, since_block, limit)
+        return [pb.MeasurementRecord.FromString(r).delay for r in rows], more
+
+    def thresholds(
+        self, session: str, since_block: int, limit: int = DEFAULT_LIMIT
+    ) -> tuple[list[pb.ThresholdEvent], bool]:
+        """Threshold events from `since_block` (the block of each event's at_unix_ns) on."""
+        rows, more = self.journal.records(Kind.THRESHOLD, session or None, since_block, limit)
+        return [pb.MeasurementRecord.FromString(r).threshold for r in rows], more
 
     @staticmethod
     def probe_records(probes: Iterable[DelayResult]) -> list[pb.ProbeRecord]:

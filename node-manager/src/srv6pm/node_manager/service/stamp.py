@@ -24,9 +24,10 @@ from srv6pm.twamp.reflector import ReflectedFlows, ReflectorConfig, ReflectorSta
 from srv6pm.twamp.reflector import Reflector as StampReflector
 from srv6pm.twamp.results import DelayResult
 from srv6pm.twamp.sender import SenderConfig, SenderSession, SenderStats
+from srv6pm.twamp.thresholds import Metric, ThresholdConfig
 from srv6pm.twamp.transport import Endpoint, open_socket
 
-from ..adapters.metrics import SessionLiveness
+from ..adapters.metrics import SessionLiveness, SessionThresholds
 from ..domain.errors import FailedPrecondition
 from ..domain.model import Changes, Reflector
 from ..domain.model import SenderSession as SenderSpec
@@ -200,6 +201,9 @@ class StampService:
             resume_from_block=self._results.resume_from(spec.name) if self._resuming else None,
             liveness=_liveness(spec),
             histogram_edges_ns=tuple(edge * 1000 for edge in spec.histogram_edges_us),
+            burst_size=spec.burst_size,
+            computation_interval_ns=spec.computation_interval_ms * 1_000_000,
+            thresholds=_thresholds(spec),
         )
         endpoint = Endpoint(sock)
         results = self._results.session(spec, self._liveness_listener)
@@ -331,6 +335,18 @@ class StampService:
                 )
         return out
 
+    def thresholds(self) -> list[SessionThresholds]:
+        """The threshold events of every running session that has thresholds (metrics)."""
+        out = []
+        for running in list(self._senders.values()):
+            monitor, spec = running.session.thresholds, running.spec
+            if monitor is not None:
+                events = {metric.value: n for metric, n in monitor.events.items()}
+                out.append(
+                    SessionThresholds(spec.name, spec.policy_label, spec.segment_list, events)
+                )
+        return out
+
     def reflector_stats(self) -> ReflectorStats:
         return self._reflector[0].stats if self._reflector else ReflectorStats()
 
@@ -348,3 +364,16 @@ def _liveness(spec: SenderSpec) -> LivenessConfig | None:
     if not settings.enabled:
         return None
     return LivenessConfig(settings.down_after, settings.up_after, settings.timeout_ms * 1_000_000)
+
+
+def _thresholds(spec: SenderSpec) -> ThresholdConfig | None:
+    t = spec.thresholds
+    if not t.enabled:
+        return None
+    return ThresholdConfig(
+        percent=t.percent,
+        absolute_ns=t.absolute_us * 1000,
+        check_each_burst=t.check_each_burst,
+        min_report_interval_ns=t.min_report_interval_ms * 1_000_000,
+        metrics=tuple(Metric(m) for m in t.metrics) or (Metric.TWO_WAY_MEAN,),
+    )
