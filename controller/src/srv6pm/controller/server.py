@@ -16,10 +16,12 @@ from .api.deps import Services
 from .api.metrics import ControllerCollector
 from .config import Settings
 from .service.auth import AuthService
+from .service.delay_intervals import DelayIntervalService
 from .service.fleet import FleetService
 from .service.liveness import LivenessService
 from .service.reconciler import Reconciler
 from .service.results import ResultsService
+from .service.threshold_events import ThresholdEventService
 from .service.thresholds import ThresholdService
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,8 @@ def build(settings: Settings, reconcile: bool = True) -> tuple[Services, Store, 
         results=ResultsService(influx),
         liveness=LivenessService(influx),
         thresholds=ThresholdService(db, influx),
+        threshold_events=ThresholdEventService(influx),
+        delay_intervals=DelayIntervalService(influx),
         reconciler=reconciler,
         default_stamp_key=settings.stamp_key(),
     )

@@ -21,6 +21,7 @@ from .routes import (
     profiles,
     results,
     sessions,
+    threshold_events,
     thresholds,
 )
 
@@ -39,6 +40,7 @@ ERRORS: dict[str, Responses] = {
     results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
     policy_results.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
     liveness.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
+    threshold_events.__name__: {**_NOT_FOUND, **_UNAVAILABLE},
     thresholds.__name__: _NOT_FOUND,
     admin.__name__: {**_NOT_FOUND, **_CONFLICT},
 }
@@ -59,7 +61,7 @@ def create_app(services: Services, registry: CollectorRegistry | None = None) ->
     app.state.services = services
     problems.install(app)
     routes = (nodes, local_sids, policies, profiles, sessions, results, policy_results, liveness)
-    for module in (*routes, thresholds, admin):
+    for module in (*routes, threshold_events, thresholds, admin):
         app.include_router(module.router, responses=ERRORS[module.__name__])
 
     @app.get("/healthz", include_in_schema=False)

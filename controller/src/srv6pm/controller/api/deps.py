@@ -9,10 +9,12 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..service.auth import AuthService, Principal
+from ..service.delay_intervals import DelayIntervalService
 from ..service.fleet import FleetService
 from ..service.liveness import LivenessService
 from ..service.reconciler import Reconciler
 from ..service.results import ResultsService
+from ..service.threshold_events import ThresholdEventService
 from ..service.thresholds import ThresholdService
 
 
@@ -23,6 +25,8 @@ class Services:
     results: ResultsService
     liveness: LivenessService
     thresholds: ThresholdService
+    threshold_events: ThresholdEventService
+    delay_intervals: DelayIntervalService
     reconciler: Reconciler | None
     default_stamp_key: bytes = b""  # sessions created without hmac_key get it
 

@@ -630,6 +630,68 @@ class PolicyLiveness(Liveness):
     policy: str
 
 
+# ---- threshold events ---------------------------------------------------------------------------
+
+ThresholdMetric = Literal["two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter"]
+
+
+class ThresholdEvent(BaseModel):
+    at_ns: int = Field(description="end of the computation interval, or the burst's last T1 (ns)")
+    session: str
+    segment_list: str = SEGMENT_LIST
+    src_node: str
+    dst_node: str
+    metric: ThresholdMetric
+    value_ns: int = Field(description="the value that crossed")
+    reference_ns: int | None = Field(description="the value last reported; null: the first")
+    first: bool = Field(description="the metric's first report by this session")
+    accelerated: bool = Field(description="decided on one burst, before its interval ended")
+
+
+class ThresholdEvents(BaseModel):
+    latest: list[ThresholdEvent] = Field(
+        description="per session, segment list and metric, its last event: the value its node "
+        "compares against now"
+    )
+    events: list[ThresholdEvent] = Field(description="the events in the range, oldest first")
+    next_start: int | None = Field(description="pass as start for the next page of events")
+
+
+class SessionThresholdEvents(ThresholdEvents):
+    session: str
+
+
+class PolicyThresholdEvents(ThresholdEvents):
+    policy: str
+
+
+# ---- delay per computation interval --------------------------------------------------------------
+
+
+class IntervalDelay(BaseModel):
+    start_ns: int
+    interval_ns: int
+    block: int = Field(description="the block the interval lies in")
+    session: str
+    segment_list: str = SEGMENT_LIST
+    two_way: DelayStats | None = None
+    forward: DelayStats | None = None
+    reverse: DelayStats | None = None
+
+
+class IntervalDelays(BaseModel):
+    items: list[IntervalDelay]
+    next_start: int | None = Field(description="pass as start for the next page")
+
+
+class SessionIntervalDelays(IntervalDelays):
+    session: str
+
+
+class PolicyIntervalDelays(IntervalDelays):
+    policy: str
+
+
 class HopCountOut(BaseModel):
     node: str
     packets: int | None

@@ -119,7 +119,7 @@ class ResultsService:
                     "session": row["session"],
                 },
             )
-            item[row["direction"]] = _direction(row, fields)
+            item[row["direction"]] = direction_fields(row, fields)
         return [items[k] for k in sorted(items)]
 
     def policy_blocks(self, measurement: str, scope: Scope, window: Window) -> list[dict[str, Any]]:
@@ -200,7 +200,7 @@ class ResultsService:
         return out
 
 
-def _direction(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+def direction_fields(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """One direction's fields of a row; the delay histogram's bins as edges and counts."""
     out = {k: row[k] for k in fields if k not in ("block", BINS)}
     if BINS in fields:

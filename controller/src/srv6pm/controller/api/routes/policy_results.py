@@ -1,5 +1,6 @@
 """/v1/policies/{name}/loss|delay: a policy's results over all its segment lists, block by
-block: each segment list's (its session's) result, and for loss the policy's total."""
+block: each segment list's (its session's) result, and for loss the policy's total; and
+/delay/computation-intervals, each segment list's per computation interval."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from ...service.fleet import POLICY
 from ...service.results import Scope
 from .. import schemas
 from ..deps import Reader, Svc
-from .results import After, End, Limit, SegmentList, Start, next_after, window
+from .results import (
+    After,
+    End,
+    Intervals,
+    Limit,
+    SegmentList,
+    Start,
+    next_after,
+    next_start,
+    window,
+)
 
 router = APIRouter(prefix="/v1/policies/{name}", tags=["results"])
 
@@ -53,3 +64,22 @@ def delay(
     items = [schemas.PolicyDelayBlock.model_validate(b) for b in blocks]
     after = next_after([i.block for i in items], limit)
     return schemas.PolicyDelayPage(policy=name, items=items, next_after_block=after)
+
+
+@router.get("/delay/computation-intervals", response_model=schemas.PolicyIntervalDelays)
+def delay_intervals(
+    name: str,
+    svc: Svc,
+    _: Reader,
+    start: Start = None,
+    end: End = None,
+    limit: Intervals = 100,
+    segment_list: SegmentList = None,
+) -> schemas.PolicyIntervalDelays:
+    """Delay per computation interval, each segment list's (its session's)."""
+    svc.fleet.get(POLICY, name)
+    scope = Scope("policy", name, segment_list)
+    found = svc.delay_intervals.intervals(scope, window(start, end, limit, -1))
+    items = [schemas.IntervalDelay.model_validate(i) for i in found]
+    after = next_start([i.start_ns for i in items], limit)
+    return schemas.PolicyIntervalDelays(policy=name, items=items, next_start=after)

@@ -1,5 +1,6 @@
 """/v1/sessions/{name}/loss|delay|hops: results as InfluxDB holds them, one item per block and
-segment list (a session probes one segment list of its policy; `segment_list` picks one)."""
+segment list (a session probes one segment list of its policy; `segment_list` picks one); and
+/delay/computation-intervals, one item per computation interval and segment list."""
 
 from __future__ import annotations
 
@@ -100,6 +101,35 @@ def delay(
     items = [schemas.DelayBlock.model_validate(b) for b in blocks]
     after = next_after([i.block for i in items], limit)
     return schemas.DelayPage(session=name, items=items, next_after_block=after)
+
+
+Intervals = Annotated[int, Query(ge=1, le=10_000, description="intervals per page")]
+
+
+def next_start(starts: list[int], limit: int) -> int | None:
+    """A page holds `limit` interval starts: if full, the next page starts after its last."""
+    distinct = sorted(set(starts))
+    return distinct[-1] + 1 if len(distinct) == limit else None
+
+
+@router.get("/delay/computation-intervals", response_model=schemas.SessionIntervalDelays)
+def delay_intervals(
+    name: str,
+    svc: Svc,
+    _: Reader,
+    start: Start = None,
+    end: End = None,
+    limit: Intervals = 100,
+    segment_list: SegmentList = None,
+) -> schemas.SessionIntervalDelays:
+    """Delay per computation interval (the session's `computation_interval_ms`) and segment
+    list, as `/delay` gives it per block; none when the session has no computation interval."""
+    svc.fleet.get(SESSION, name)
+    scope = Scope("session", name, segment_list)
+    found = svc.delay_intervals.intervals(scope, window(start, end, limit, -1))
+    items = [schemas.IntervalDelay.model_validate(i) for i in found]
+    after = next_start([i.start_ns for i in items], limit)
+    return schemas.SessionIntervalDelays(session=name, items=items, next_start=after)
 
 
 @router.get("/hops", response_model=schemas.Hops)
