@@ -57,19 +57,32 @@ def test_every_change_is_recorded_with_who_what_before_and_after(admin, services
     assert node["after"] == {**node["before"], "endpoint": "10.0.0.2:50051"}
     policy = by[("create", "policy", "to-h2")]
     assert policy["before"] is None
+    segments = TO_H2["segments"]
     assert policy["after"] == {
-        **TO_H2,
+        **{k: v for k, v in TO_H2.items() if k != "segments"},
+        "segment_lists": [
+            {
+                "segments": segments,
+                "name": "sl0",
+                "weight": 1,
+                "flow_mon_id": admin.ok("GET", "/v1/policies/to-h2")["flow_mon_id"],
+            }
+        ],
         "encap_mode": "encap",
         "device": "",
         "table": 0,
-        "flow_mon_id": admin.ok("GET", "/v1/policies/to-h2")["flow_mon_id"],
+        "protection": False,
     }
     session = by[("create", "session", "s1")]
     assert session["after"]["hmac_key"] == "(set)"
     assert session["after"]["policy"] == "to-h2"
     update = by[("update", "session", "s1")]
     assert (update["before"]["hmac_key"], update["after"]["hmac_key"]) == ("(set)", "(set)")
-    assert (update["before"]["delay_interval_ms"], update["after"]["delay_interval_ms"]) == (0, 10)
+    # the operator's own setting: none before (the profile's or the default), then 10
+    assert (update["before"]["delay_interval_ms"], update["after"]["delay_interval_ms"]) == (
+        None,
+        10,
+    )
     deleted = by[("delete", "session", "s1")]
     assert (deleted["before"]["hmac_key"], deleted["after"]) == ("(set)", None)
     threshold = by[("create", "threshold", "s1")]

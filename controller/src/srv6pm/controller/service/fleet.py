@@ -386,7 +386,10 @@ def _check_dependents(fleet: Fleet, obj: Obj) -> None:
         if touched & {session.policy, session.return_policy}:
             try:
                 check_session(session, fleet)
-            except Invalid as e:  # the change is fine alone, but breaks what rests on it
+            except Invalid as e:
+                if not isinstance(obj, Policy):
+                    raise
+                # the policy is fine alone, but a session names a segment list it no longer has
                 raise Conflict(f"session {session.name} would break: {e}") from e
             continue
         forward = fleet.policies[session.policy]
