@@ -190,11 +190,9 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
                 liveness=liveness,
                 thresholds=thresholds,
                 intervals=intervals,
-                truncated=more_loss
-                or more_delay
-                or more_liveness
-                or more_thresholds
-                or more_intervals,
+                truncated=any(
+                    (more_loss, more_delay, more_liveness, more_thresholds, more_intervals)
+                ),
             )
 
         return self._call(context, read)
