@@ -82,6 +82,14 @@ def window(since: str, until: str | None) -> tuple[int, int]:
     return start, end
 
 
+def since_of(ns: int) -> str:
+    """A --since that starts at `ns` or at most 1 µs later (an ISO time keeps µs): rounded up,
+    so a page's next start never repeats its last item."""
+    us = -(-ns // 1000)
+    at = datetime.fromtimestamp(us // 10**6, UTC).replace(microsecond=us % 10**6)
+    return at.isoformat()
+
+
 def filters(segment_list: str | None) -> dict[str, str]:
     """Query parameters of the optional segment list filter."""
     return {} if segment_list is None else {"segment_list": segment_list}
@@ -108,8 +116,12 @@ def all_blocks(api: Api, session: str, what: str, start: int, end: int) -> list[
 # ---- cells ---------------------------------------------------------------------------------------
 
 
+MS = "%Y-%m-%d %H:%M:%S.%f"  # trimmed to ms by _time
+
+
 def _time(start_ns: int, fmt: str = "%Y-%m-%d %H:%M:%S") -> Text:
-    return Text(datetime.fromtimestamp(start_ns / NS, UTC).strftime(fmt))
+    text = datetime.fromtimestamp(start_ns / NS, UTC).strftime(fmt)
+    return Text(text[:-3] if fmt == MS else text)
 
 
 def _lost(value: int | None) -> Text:
@@ -215,7 +227,8 @@ def histogram_caption(items: list[dict[str, Any]]) -> str | None:
 
 def delay_table(items: list[dict[str, Any]], title: str | None = None) -> Table:
     """Two-way delay always; one-way columns only when some block has them (synced clocks);
-    the two-way histogram's counts when the session has bin edges (the bins in the caption)."""
+    the two-way histogram's counts when the session has bin edges (the bins in the caption).
+    Items of computation intervals (with `interval_ns`) lead with their start and length."""
     one_way = [
         k for k in ("forward", "reverse") if any((i.get(k) or {}).get("valid") for i in items)
     ]
@@ -223,13 +236,19 @@ def delay_table(items: list[dict[str, Any]], title: str | None = None) -> Table:
     shown = ["two_way", *one_way]
     named = named_segment_lists(items)
     caption = histogram_caption(items)
-    columns = ["block", "start (UTC)", *(["segment list"] if named else [])]
+    per_interval = any("interval_ns" in i for i in items)
+    columns = ["start (UTC)", "ms", "block"] if per_interval else ["block", "start (UTC)"]
+    columns += ["segment list"] if named else []
     columns += [f"{short[k]} {s} (µs)" for k in shown for s in ("p50", "p99", "max")]
     columns += [*(["2w bins"] if caption else []), "samples", "probes lost", "reason"]
 
     def row(item: dict[str, Any]) -> list[Any]:
         two_way = item.get("two_way") or {}
-        cells: list[Any] = [item["block"], _time(item["start_ns"])]
+        cells: list[Any] = (
+            [_time(item["start_ns"], MS), item["interval_ns"] / 10**6, item["block"]]
+            if per_interval
+            else [item["block"], _time(item["start_ns"])]
+        )
         cells += [cell(item.get("segment_list"))] if named else []
         for k in shown:
             cells += _delay_cells(item.get(k))
@@ -300,10 +319,56 @@ def delay(
     limit: PageLimit = 100,
     after_block: AfterBlock = -1,
     segment_list: SegmentList = None,
+    computation_intervals: Annotated[
+        bool,
+        typer.Option(
+            "--computation-intervals",
+            help="Per computation interval of the session instead of per block "
+            "(--limit intervals a page; --after-block does not apply).",
+        ),
+    ] = False,
 ) -> None:
     """Delay per block (and segment list) in µs: two-way p50/p99/max, one-way too when the
     clocks are synced, and the replies per delay bin when the session has bin edges."""
+    if computation_intervals:
+        _show_intervals(ctx, session, since, until, limit, segment_list)
+        return
     _show_blocks(ctx, session, "delay", delay_table, since, until, limit, after_block, segment_list)
+
+
+def _show_intervals(
+    ctx: typer.Context,
+    session: str,
+    since: str,
+    until: str | None,
+    limit: int,
+    segment_list: str | None,
+) -> None:
+    """One page of a session's delay per computation interval."""
+    st = state(ctx)
+    start, end = window(since, until)
+    body = st.api.get(
+        path("v1", "sessions", session, "delay", "computation-intervals"),
+        start=start,
+        end=end,
+        limit=limit,
+        **filters(segment_list),
+    )
+
+    def render(b: dict[str, Any]) -> Iterator[RenderableType]:
+        title = f"delay of {session} per computation interval"
+        if not b["items"]:
+            yield Text(f"{title}: none (no computation interval, or none in the window)")
+            return
+        yield delay_table(b["items"], title)
+        n = len({i["start_ns"] for i in b["items"]})
+        if b["next_start"] is None:
+            yield Text(f"{n} intervals", style="dim")
+        else:
+            more = since_of(b["next_start"])
+            yield Text(f"{n} intervals; more: --since {more}", style="yellow")
+
+    st.out.show(body, render)
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""`srv6pm thresholds`: a session's objective (loss, delay, unmeasured blocks) and its state."""
+"""`srv6pm thresholds`: a session's objective (loss, delay, unmeasured blocks) and its state;
+`thresholds session|policy` the node's delay threshold crossings (commands/threshold_events.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ from rich.text import Text
 from ..client import path
 from ..common import state
 from ..render import STATE_STYLE, fields, table, when
+from . import threshold_events
 
-app = typer.Typer(help="Objectives per session and whether they hold.", no_args_is_help=True)
+app = typer.Typer(
+    help="Objectives per session and whether they hold; delay threshold crossings.",
+    no_args_is_help=True,
+)
+app.command("session")(threshold_events.session)
+app.command("policy")(threshold_events.policy)
 
 Session = Annotated[str, typer.Argument(help="The session's name.", show_default=False)]
 
