@@ -1,7 +1,8 @@
 """Every panel, variable and annotation query of every dashboard, run against a real InfluxDB
 holding the points the collector itself makes of records (srv6pm.collector's points.lines):
 a policy with two segment lists probed by one session, a policy with its only one, delay
-histograms, liveness changes, per-probe and per-node points. Each query must find data, and the
+histograms, liveness changes, threshold events, computation intervals, per-probe and per-node
+points. Each query must find data, and the
 panels added for segment lists, histograms and liveness must show exactly what was written."""
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ LIVENESS = [  # (segment list, at, state, previous, consecutive)
     ("sl1", T0 + 3 * PERIOD_NS, pb.LIVENESS_STATE_UP, pb.LIVENESS_STATE_DOWN, 1),
     ("sl0", T0 + 3 * PERIOD_NS + 5, pb.LIVENESS_STATE_DOWN, pb.LIVENESS_STATE_UP, 3),
 ]
+THRESHOLDS = [  # (segment list, metric, at, value, reference, accelerated)
+    ("sl0", "two_way_mean", T0 + 500_000_000, 400_000, 0, False),
+    ("sl1", "two_way_p99", T0 + 500_000_000, 1_200_000, 0, False),
+    ("sl0", "two_way_mean", T0 + PERIOD_NS + 7_000, 900_000, 400_000, True),
+]
+INTERVALS = 2  # computation intervals per block, sl0's only
 VARIABLES = {"policy": "to-r3", "session": "s1", "flow": "to-r3"}
 
 
@@ -136,6 +143,31 @@ def liveness(segment_list: str, at: int, state: int, previous: int, n: int) -> p
     return pb.MeasurementRecord(node="r1", liveness=event)
 
 
+def threshold(
+    segment_list: str, metric: str, at: int, value: int, reference: int, accelerated: bool
+) -> pb.MeasurementRecord:
+    event = pb.ThresholdEvent(
+        session="s1",
+        metric=metric,
+        value_ns=value,
+        reference_ns=reference,
+        first=not reference,
+        accelerated=accelerated,
+        at_unix_ns=at,
+        labels=labels("s1", segment_list),
+    )
+    return pb.MeasurementRecord(node="r1", threshold=event)
+
+
+def interval(k: int, i: int) -> pb.MeasurementRecord:
+    """sl0's i-th computation interval of block k: its p99 is 100 µs x (i + 1)."""
+    record = delay("s1", "sl0", k)
+    record.delay.two_way.p99_ns = 100_000 * (i + 1)
+    record.delay.interval_ns = PERIOD_NS // INTERVALS
+    record.delay.interval_start_unix_ns = k * PERIOD_NS + i * record.delay.interval_ns
+    return record
+
+
 def records() -> list[pb.MeasurementRecord]:
     out = []
     for k in BLOCKS:
@@ -146,6 +178,8 @@ def records() -> list[pb.MeasurementRecord]:
         out += [flow("r1", pb.ROLE_INGRESS, k, 1400), flow("r3", pb.ROLE_EGRESS, k, 1391)]
         out += [flow("r2", pb.ROLE_TRANSIT, k, None if k == K0 else 1395)]
     out += [liveness(*event) for event in LIVENESS]
+    out += [threshold(*event) for event in THRESHOLDS]
+    out += [interval(k, i) for k in BLOCKS for i in range(INTERVALS)]
     return out
 
 
@@ -193,7 +227,9 @@ def test_every_panel_variable_and_annotation_query_finds_data(shown) -> None:
     annotations = [t for t in shown if ": annotation " in t]
     assert sorted(annotations) == [
         "srv6pm-fleet: annotation Liveness changes",
+        "srv6pm-fleet: annotation Threshold events",
         "srv6pm-session: annotation Liveness changes",
+        "srv6pm-session: annotation Threshold events",
     ]
 
 
@@ -288,3 +324,33 @@ def test_one_segment_list_can_be_chosen(influx: Any) -> None:
     chosen = dict(panel_queries(dashboard, {**VARIABLES, "segment_list": "sl1"}))
     found = rows(influx.query(chosen["Lost packets per block"], "srv6pm"))
     assert {r["segment_list"] for r in found} == {"sl1"}
+
+
+def test_threshold_events_are_an_annotation_and_a_table(shown) -> None:
+    expected = sorted((at, sl, metric) for sl, metric, at, *_ in THRESHOLDS)
+    for uid in ("srv6pm-session", "srv6pm-fleet"):
+        events = rows(shown[f"{uid}: annotation Threshold events"])
+        assert [(e["time"], e["segment_list"], e["metric"]) for e in events] == expected
+        table = rows(shown[f"{uid}: Threshold events"])
+        assert sorted((r["segment_list"], r["metric"], r["value_ns"]) for r in table) == sorted(
+            (sl, metric, value) for sl, metric, _, value, *_ in THRESHOLDS
+        )
+    events = rows(shown["srv6pm-session: annotation Threshold events"])
+    assert events[-1]["description"] == "two_way_mean 900 µs (from 400 µs, one burst)"
+    table = rows(shown["srv6pm-session: Threshold events"])
+    assert [(r["first"], r["accelerated"], r["reference_ns"]) for r in table] == [
+        (False, True, 400_000),  # newest first
+        (True, False, 0),
+        (True, False, 0),
+    ]
+
+
+def test_each_computation_interval_is_a_point_of_its_own(shown) -> None:
+    found = shown["srv6pm-session: Two-way delay per computation interval"]
+    assert [s["tags"]["segment_list"] for s in found] == ["sl0"]
+    (series,) = found
+    p99 = series["columns"].index("p99")
+    assert [v[p99] for v in series["values"]] == [100_000, 200_000] * len(BLOCKS)
+    # the block's own delay points are as they were: one per block, not one per interval
+    blocks = rows(shown["srv6pm-session: Two-way delay percentiles"])
+    assert len([r for r in blocks if r["segment_list"] == "sl0"]) == len(BLOCKS)

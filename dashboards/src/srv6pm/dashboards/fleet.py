@@ -1,5 +1,6 @@
 """Fleet overview: loss and delay of every SRv6 policy (the sum over its segment lists), each
-segment list's loss, the lossiest policies, invalid blocks, and the segment lists' liveness."""
+segment list's loss, the lossiest policies, invalid blocks, the segment lists' liveness, and the
+delay threshold events (an annotation and a table)."""
 
 # S608: the queries are constant templates; Grafana, not this code, fills in the values.
 # ruff: noqa: S608
@@ -7,6 +8,7 @@ segment list's loss, the lossiest policies, invalid blocks, and the segment list
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders.dashboard import Dashboard
+from srv6pm.dashboards import events
 from srv6pm.dashboards import panels as p
 
 UID = "srv6pm-fleet"
@@ -49,6 +51,7 @@ def build() -> Dashboard:
                 color="red",
             )
         )
+        .annotation(events.threshold_annotation(_POLICY))
         .with_row(p.row("Loss"))
         .with_panel(
             p.timeseries(
@@ -230,4 +233,5 @@ def build() -> Dashboard:
                 width=8,
             )
         )
+        .with_panel(events.threshold_table(_POLICY, links={"session": _SESSION_LINK}, width=24))
     )

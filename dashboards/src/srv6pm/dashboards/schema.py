@@ -1,11 +1,12 @@
 """The InfluxDB schema the collector writes (database ``srv6pm``), and a checker for queries.
 
 Every point's timestamp is the start of its measurement block (ns), except ``probe`` points,
-which carry the probe's send time, and ``liveness`` points, the send time of the probe that
-decided the change. Invalid points carry only ``block``, ``valid`` (false) and ``reason``. A
-policy's only segment list has no ``segment_list`` tag (an empty value in InfluxQL). The
-dashboards may name only what is listed here; ``unknown_references`` is what the tests use to
-hold them to it.
+which carry the probe's send time, ``liveness`` points, the send time of the probe that
+decided the change, ``delay_interval`` points, their computation interval's start, and
+``threshold`` points, the event's time. Invalid points carry only ``block``, ``valid`` (false)
+and ``reason``. A policy's only segment list has no ``segment_list`` tag (an empty value in
+InfluxQL). The dashboards may name only what is listed here; ``unknown_references`` is what the
+tests use to hold them to it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,20 @@ _STAMP_TAGS: dict[str, frozenset[str] | None] = {
 HISTOGRAM_PREFIX = "hist_lt_"
 _VALIDITY: dict[str, FieldType] = {"block": "int", "valid": "bool", "reason": "string"}
 
+_DELAY_FIELDS: dict[str, FieldType] = {
+    **_VALIDITY,
+    "samples": "int",
+    "probes_sent": "int",
+    "probes_lost": "int",
+    "min_ns": "int",
+    "p50_ns": "int",
+    "p90_ns": "int",
+    "p99_ns": "int",
+    "max_ns": "int",
+    "mean_ns": "int",
+    "jitter_ns": "int",
+}
+
 SCHEMA: dict[str, Measurement] = {
     "loss": Measurement(
         description="one point per STAMP session per block per direction",
@@ -64,19 +79,15 @@ SCHEMA: dict[str, Measurement] = {
     "delay": Measurement(
         description="one point per STAMP session per block per direction",
         tags={**_STAMP_TAGS, "direction": frozenset({"two_way", "forward", "reverse"})},
-        fields={
-            **_VALIDITY,
-            "samples": "int",
-            "probes_sent": "int",
-            "probes_lost": "int",
-            "min_ns": "int",
-            "p50_ns": "int",
-            "p90_ns": "int",
-            "p99_ns": "int",
-            "max_ns": "int",
-            "mean_ns": "int",
-            "jitter_ns": "int",
-        },
+        fields=dict(_DELAY_FIELDS),
+        field_patterns={rf"{HISTOGRAM_PREFIX}(-?\d+|inf)": "int"},
+    ),
+    "delay_interval": Measurement(
+        description="one point per STAMP session per computation interval per direction, "
+        "time = the interval's start",
+        optional=True,
+        tags={**_STAMP_TAGS, "direction": frozenset({"two_way", "forward", "reverse"})},
+        fields={**_DELAY_FIELDS, "interval_ns": "int"},
         field_patterns={rf"{HISTOGRAM_PREFIX}(-?\d+|inf)": "int"},
     ),
     "flow": Measurement(
@@ -109,6 +120,23 @@ SCHEMA: dict[str, Measurement] = {
             "state": "int",
             "previous": "int",
             "consecutive": "int",
+            "description": "string",
+        },
+    ),
+    "threshold": Measurement(
+        description="one point per delay threshold crossing, time = the event's time",
+        optional=True,
+        tags={
+            **_STAMP_TAGS,
+            "metric": frozenset(
+                {"two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter"}
+            ),
+        },
+        fields={
+            "value_ns": "int",
+            "reference_ns": "int",
+            "first": "bool",
+            "accelerated": "bool",
             "description": "string",
         },
     ),

@@ -1,6 +1,7 @@
 """Per-session detail: one STAMP session's loss, delay, jitter and probes, block by block, one
 series per segment list it probes; its delay histogram and the liveness of its segment lists
-(an annotation on every time series panel, and a panel of the state)."""
+(an annotation on every time series panel, and a panel of the state); its delay per computation
+interval and its delay threshold events (an annotation and a table)."""
 
 # S608: the queries are constant templates; Grafana, not this code, fills in the values.
 # ruff: noqa: S608
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders.dashboard import Dashboard
 from srv6pm.common.alert_rules import SESSION_DASHBOARD_UID
+from srv6pm.dashboards import events
 from srv6pm.dashboards import panels as p
 
 UID = SESSION_DASHBOARD_UID  # the alert rules link to its panels
@@ -67,6 +69,7 @@ def build() -> Dashboard:
                 color="red",
             )
         )
+        .annotation(events.threshold_annotation(_SESSION))
         .with_row(p.row("Loss"))
         .with_panel(
             p.timeseries(
@@ -289,4 +292,7 @@ def build() -> Dashboard:
                 width=16,
             )
         )
+        .with_row(p.row("Computation intervals and threshold events"))
+        .with_panel(events.interval_delay(_SESSION))
+        .with_panel(events.threshold_table(_SESSION))
     )
