@@ -54,7 +54,8 @@ class SrPolicy:
 class ProbeRoute:
     """STAMP packets to `address` that carry `mark` (the sending socket's, or set by the
     in-kernel reflector) take `segments`: probes and replies follow exactly the segment list
-    they measure, whatever the address's own route. Data traffic is never steered by it."""
+    they measure, whatever the address's own route. Data traffic is never steered by it.
+    Mark 0: packets without a mark (a /128 route in the main table)."""
 
     mark: int
     address: str

@@ -119,19 +119,32 @@ def probe_routes(state: NodeState, mark_base: int) -> tuple[ProbeRoute, ...]:
     direct SID list, and the replies to each declared sender into its return path (RFC 9503),
     by a mark of their own (`mark_base` + SSID for probes, + 65536 + SSID for replies), so
     any number of segment lists may join the same two addresses. Only declared state makes
-    routes: nothing a probe carries does."""
-    direct = (
+    routes: nothing a probe carries does.
+
+    Where every session to (or declared for) a peer address agrees on one SID list, packets
+    to it without a mark take that list too (mark 0: a /128 route in table main): a session
+    without a SID list of its own, or a third-party sender's SSID, still reaches the peer as
+    before several segment lists could join the same addresses."""
+    direct = [
         ProbeRoute(mark_base + s.ssid, s.reflector_address, s.direct_segments)
         for s in state.sessions
         if s.direct_segments
-    )
+    ]
     sessions = state.reflector.sessions if state.reflector.enabled else ()
-    back = (
+    back = [
         ProbeRoute(mark_base + REPLY_MARKS + s.ssid, r.sender_address, r.segments)
         for s in sessions
         for r in s.return_paths
-    )
-    return (*direct, *back)
+    ]
+    lists: dict[str, set[tuple[str, ...]]] = {}
+    for route in (*direct, *back):
+        lists.setdefault(route.address, set()).add(route.segments)
+    unmarked = [
+        ProbeRoute(0, address, next(iter(agreed)))
+        for address, agreed in sorted(lists.items())
+        if len(agreed) == 1
+    ]
+    return (*direct, *back, *unmarked)
 
 
 def reply_mark(mark_base: int, ssid: int) -> int:

@@ -164,23 +164,25 @@ class Routes:
         for route in routes:
             single = _srh(route.get("encap"), 1)
             if single is not None:
-                found.append(ProbeRoute(int(route.get("table")), str(route.get("dst")), single[1]))
+                mark = _canon_table(route.get("table"))  # main (0): the unmarked route
+                found.append(ProbeRoute(mark, str(route.get("dst")), single[1]))
         return found
 
     def add_probe_route(self, r: ProbeRoute) -> None:
         """Packets carrying mark `r.mark` to `r.address` take `r.segments`: a /128 route in
-        table `r.mark`, and a rule sending that mark there. Other destinations fall through
-        the table to the next rules, so only probes and replies are steered."""
+        table `r.mark`, and a rule sending that mark there (mark 0: the route in table main,
+        no rule). Other destinations fall through the table to the next rules, so only probes
+        and replies are steered."""
         self._ipr.route(
             "replace",
             family=AF_INET6,
             proto=RTPROT_SRV6PM_STEERING,
             dst=f"{r.address}/128",
             oif=self._toward(r.segments[0]),
-            table=r.mark,
+            table=_table(r.mark),
             encap=_seg6(EncapMode.ENCAP, r.segments),
         )
-        if r.mark not in self._rule_marks():
+        if r.mark and r.mark not in self._rule_marks():
             self._ipr.rule(
                 "add",
                 family=AF_INET6,
@@ -198,12 +200,12 @@ class Routes:
                 family=AF_INET6,
                 proto=RTPROT_SRV6PM_STEERING,
                 dst=f"{r.address}/128",
-                table=r.mark,
+                table=_table(r.mark),
             )
         except NetlinkError as e:
             if e.code != errno.ESRCH:
                 raise
-        if not any(held.mark == r.mark for held in self.probe_routes()):
+        if r.mark and not any(held.mark == r.mark for held in self.probe_routes()):
             self._remove_rule(r.mark)
 
     def remove_stale_probe_rules(self) -> None:
