@@ -66,6 +66,15 @@ def send_flows(lab: Lab, address: str, per_flow: int) -> None:
         lab.send_udp("h1", address, per_flow, size=DATA_SIZE, interval=0.0005)
 
 
+def test_applying_the_same_state_again_changes_nothing(diamond_lab: Lab) -> None:
+    """The multipath policy and the steering read back from the kernel equal what was asked."""
+    states = diamond.states(diamond_lab, histogram_edges_us=(5_000, 20_000))
+    for router, reply in scenario.apply_states(diamond_lab, states).items():
+        for kind in ("policies", "local_sids", "flows", "sessions"):
+            assert getattr(reply, kind).added == getattr(reply, kind).removed == 0, (router, kind)
+        assert not reply.marking_changed and not reply.reflector_changed, router
+
+
 def test_two_policies_between_the_same_routers_are_measured_apart(diamond_lab: Lab) -> None:
     lab = diamond_lab
     with lab.impairments.delay("r3", "r4", 20):
@@ -147,7 +156,9 @@ def test_a_cut_takes_exactly_its_segment_list_down_and_protection_moves_traffic_
         # within N intervals of the cut, plus one interval for the probe in flight
         assert detection <= (diamond.DOWN_AFTER + 1) * diamond.PROBE_INTERVAL_MS / 1000
         wait_for(lambda: routed_lists(lab) == [HASHED_SL0.segments], 2)
-        assert liveness(lab, VIA_R3.session)[-1].state == records_pb2.LIVENESS_STATE_DOWN
+        wait_for(
+            lambda: liveness(lab, VIA_R3.session)[-1].state == records_pb2.LIVENESS_STATE_DOWN, 2
+        )
         for m in (VIA_R2, HASHED_SL0):  # the other path's lists stay up, with no event
             assert len(liveness(lab, m.session)) == before[m.session]
         # every flow now takes sl0: exact at both ends
