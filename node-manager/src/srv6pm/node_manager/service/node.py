@@ -66,7 +66,7 @@ class NodeService:
         self.reads = BlockReads(driver, results, snapshots, self.blocks, guard_ns, clock)
         self.clock_sync = ClockSync(clock_synchronised, self._apply_lock)
         self._kernel = KernelReflectorFeed(
-            kernel_reflector(driver), period_ns, desired.reply_mark(steering_mark_base, 0)
+            kernel_reflector(driver), period_ns, steering_mark_base + desired.REPLY_MARKS
         )
         self.protection = Protection(driver, self._apply_lock)
         sockets = namespaced_sockets(driver)
@@ -110,7 +110,9 @@ class NodeService:
             )
             routes = desired.probe_routes(state, self._mark_base)
             held = self._driver.marking()
-            routed = replace(state, policies=self.protection.routed(state.policies))
+            routed = replace(
+                state, policies=self.protection.routed(state.policies, state.sessions)
+            )
             diff = desired.diff(
                 routed,
                 self._driver.policies(),

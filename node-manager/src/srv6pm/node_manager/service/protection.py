@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -41,13 +41,16 @@ class Protection:
         self._policies: dict[str, SrPolicy] = {}  # as last applied (desired)
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="protection")
 
-    def routed(self, policies: Iterable[SrPolicy]) -> tuple[SrPolicy, ...]:
-        """`policies` as routed now; remembered as the desired ones (call with the lock held)."""
+    def routed(
+        self, policies: Iterable[SrPolicy], sessions: Iterable[SenderSession]
+    ) -> tuple[SrPolicy, ...]:
+        """`policies` as routed now; remembered as the desired ones (call with the lock held).
+        A segment list no liveness session probes any more is not held down any more."""
         self._policies = {p.name: p for p in policies}
+        probed = {(s.policy_label, s.segment_list) for s in sessions if s.liveness.enabled}
+        for policy, names in self._down.items():
+            names.intersection_update(n for n in list(names) if (policy, n) in probed)
         return tuple(routed(p, self._down.get(p.name, set())) for p in self._policies.values())
-
-    def down(self) -> Mapping[str, AbstractSet[str]]:
-        return {p: frozenset(names) for p, names in self._down.items() if names}
 
     def liveness_changed(self, session: SenderSession, up: bool) -> None:
         if session.segment_list:
