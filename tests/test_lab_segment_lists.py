@@ -180,3 +180,36 @@ def test_a_cut_takes_exactly_its_segment_list_down_and_protection_moves_traffic_
         f"cut detected in {detection * 1000:.0f} ms ({diamond.DOWN_AFTER} x "
         f"{diamond.PROBE_INTERVAL_MS} ms intervals)"
     )
+
+
+def steering_rules(lab: Lab, router: str) -> list[str]:
+    shown = lab.network.exec(router, ["ip", "-6", "rule", "show"], capture_output=True, text=True)
+    return [line for line in shown.stdout.splitlines() if line.endswith("proto 202")]
+
+
+def test_unmarked_packets_skip_the_session_rules_and_the_last_session_takes_them_away(
+    diamond_lab: Lab,
+) -> None:
+    """Data packets meet one guard rule whatever the number of sessions; sessions removed
+    leave no rule, table or route behind."""
+    lab = diamond_lab
+    rules = steering_rules(lab, "r1")
+    assert rules[0].startswith("32000:\tnot from all fwmark 0x53520000/0xfffe0000 goto 32002")
+    assert rules[-1].startswith("32002:\tfrom all nop")
+    assert sorted(r.split()[4] for r in rules[1:-1]) == [
+        f"{0x53520000 + m.ssid:#x}" for m in MEASURED
+    ]
+    states = diamond.states(lab)
+    del states["r1"].sessions[:]
+    try:
+        scenario.apply_states(lab, states)
+        assert steering_rules(lab, "r1") == []
+        routes = lab.network.exec(
+            "r1",
+            ["ip", "-6", "route", "show", "table", "all", "proto", "202"],
+            capture_output=True,
+            text=True,
+        )
+        assert routes.stdout.strip() == ""
+    finally:
+        scenario.apply_states(lab, diamond.states(lab, histogram_edges_us=(5_000, 20_000)))

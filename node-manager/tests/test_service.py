@@ -67,14 +67,12 @@ class MemoryDriver:
     def probe_routes(self):
         return list(self.steering)
 
-    def add_probe_route(self, r):
+    def update_probe_routes(self, add, remove):
         self.calls += 1
-        self.steering = [x for x in self.steering if (x.mark, x.address) != (r.mark, r.address)]
-        self.steering.append(r)
-
-    def remove_probe_route(self, r):
-        self.calls += 1
-        self.steering = [x for x in self.steering if x != r]
+        self.steering = [x for x in self.steering if x not in remove]
+        for r in add:
+            self.steering = [x for x in self.steering if (x.mark, x.address) != (r.mark, r.address)]
+            self.steering.append(r)
 
     def add_policy(self, p):
         self.calls += 1

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from srv6pm.common import settings
 
 from .drivers import registry
-from .service.desired import DEFAULT_STEERING_MARK_BASE
+from .service.desired import DEFAULT_STEERING_MARK_BASE, STEERING_MARKS
 
 
 class Settings(BaseSettings):
@@ -52,7 +52,8 @@ class Settings(BaseSettings):
         le=0xFFFFFFFF - 0x20000,
         description="First of the 131072 packet marks (and routing tables of the same numbers) "
         "that steer STAMP probes (+ SSID) and replies (+ 65536 + SSID) into the segment list "
-        "they measure. Move it if something else on the host uses marks in that range.",
+        "they measure; a multiple of 131072. Move it if something else on the host uses marks "
+        "in that range.",
     )
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     clock_sync: Literal["auto", "yes", "no"] = Field(
@@ -113,6 +114,16 @@ class Settings(BaseSettings):
     @classmethod
     def _json_object(cls, value: object) -> object:
         return settings.json_object(value)
+
+    @field_validator("steering_mark_base")
+    @classmethod
+    def _aligned(cls, base: int) -> int:
+        if base % STEERING_MARKS:
+            raise ValueError(
+                f"{base:#x} is not a multiple of {STEERING_MARKS:#x}: one mask must cover the "
+                "range (the rule that lets unmarked packets skip the sessions' rules)"
+            )
+        return base
 
     @model_validator(mode="after")
     def _guard_below_half_period(self) -> Settings:

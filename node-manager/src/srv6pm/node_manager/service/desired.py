@@ -111,7 +111,8 @@ def diff(
 # Probe steering marks: a range of 2 x 65536 values, configurable (steering_mark_base) so it
 # stays clear of other users of packet marks on the host.
 DEFAULT_STEERING_MARK_BASE = 0x53520000
-REPLY_MARKS = 0x10000  # reflector replies' marks: after the senders' 65536
+REPLY_MARKS = 0x10000
+STEERING_MARKS = 2 * REPLY_MARKS  # reflector replies' marks: after the senders' 65536
 
 
 def probe_routes(state: NodeState, mark_base: int) -> tuple[ProbeRoute, ...]:

@@ -110,9 +110,7 @@ class NodeService:
             )
             routes = desired.probe_routes(state, self._mark_base)
             held = self._driver.marking()
-            routed = replace(
-                state, policies=self.protection.routed(state.policies, state.sessions)
-            )
+            routed = replace(state, policies=self.protection.routed(state.policies, state.sessions))
             diff = desired.diff(
                 routed,
                 self._driver.policies(),
@@ -159,10 +157,8 @@ class NodeService:
             self._driver.add_local_sid(s)
         for p in diff.pol_add:
             self._driver.add_policy(p)
-        for r in diff.route_del:
-            self._driver.remove_probe_route(r)
-        for r in diff.route_add:
-            self._driver.add_probe_route(r)
+        if diff.route_add or diff.route_del:
+            self._driver.update_probe_routes(diff.route_add, diff.route_del)
         if diff.flow_add:
             self._driver.update_flows(diff.flow_add, [])
             with self.reads.lock:  # the snapshot thread writes the same store (and its file)

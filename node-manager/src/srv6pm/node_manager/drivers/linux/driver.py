@@ -83,11 +83,8 @@ class LinuxDriver:
     def probe_routes(self) -> list[ProbeRoute]:
         return self._routes.probe_routes()
 
-    def add_probe_route(self, route: ProbeRoute) -> None:
-        self._routes.add_probe_route(route)
-
-    def remove_probe_route(self, route: ProbeRoute) -> None:
-        self._routes.remove_probe_route(route)
+    def update_probe_routes(self, add: Iterable[ProbeRoute], remove: Iterable[ProbeRoute]) -> None:
+        self._routes.update_probe_routes(add, remove)
 
     def local_sids(self) -> list[LocalSid]:
         return self._routes.local_sids()

@@ -6,10 +6,11 @@ lists and deletes only routes with that number, so state it did not create is ne
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pyroute2 import IPRoute
@@ -29,9 +30,13 @@ RTN_LOCAL = 2
 PROBE_TABLE = 0x5336  # private table used once at start to learn what the kernel accepts
 LWTUNNEL_ENCAP_SEG6 = 5  # linux/lwtunnel.h
 # Probe steering (ProbeRoute): routes and rules of their own protocol number; each mark is also
-# its table's number; the rules come just before main's.
+# its table's number. Rules just before main's: a guard sends unmarked packets past the
+# sessions' rules to a no-op anchor.
 RTPROT_SRV6PM_STEERING = 202
-PROBE_RULE_PRIORITY = 32000
+PROBE_GUARD_PRIORITY, PROBE_RULE_PRIORITY, PROBE_ANCHOR_PRIORITY = 32000, 32001, 32002
+STEERING_MASK = 0xFFFE0000  # the 131072 marks from an aligned base
+FR_ACT_GOTO, FR_ACT_NOP = 2, 3  # linux/fib_rules.h
+FIB_RULE_INVERT = 0x2
 
 # pyroute2 0.9 encodes only "encap" and "inline"; the kernel's uapi (linux/seg6_iptunnel.h)
 # numbers the other head-end modes.
@@ -159,6 +164,49 @@ class Routes:
     # ---- probe steering ----------------------------------------------------------------------
 
     def probe_routes(self) -> list[ProbeRoute]:
+        """The steering routes whose mark has its rule: one left without (a crash between the
+        two) is not held, so the next apply makes both again."""
+        ruled = self._rule_marks() | {0}
+        return [r for r in self._steering_routes() if r.mark in ruled]
+
+    def update_probe_routes(self, add: Iterable[ProbeRoute], remove: Iterable[ProbeRoute]) -> None:
+        """Packets carrying mark M to an address take a SID list: a /128 route in table M, and
+        a rule sending M there (mark 0: the route in table main, no rule). Other destinations
+        fall through the table to the next rules, so only probes and replies are steered. One
+        dump of routes and one of rules whatever the number of sessions."""
+        for r in remove:
+            try:
+                self._steering_route("del", r)
+            except NetlinkError as e:
+                if e.code != errno.ESRCH:
+                    raise
+        for r in add:
+            self._steering_route("replace", r, oif=self._toward(r.segments[0]))
+        ruled = self._rule_marks()
+        routed = {r.mark for r in self._steering_routes()} - {0}
+        for mark in sorted(routed - ruled):
+            self._guard(mark & STEERING_MASK)
+            self._rule("add", fwmark=mark, fwmask=0xFFFFFFFF, table=mark)
+        for mark in sorted(ruled - routed):
+            with contextlib.suppress(NetlinkError):
+                self._rule("del", fwmark=mark, fwmask=0xFFFFFFFF, table=mark)
+        if not routed:  # the guard and its anchor go with the last session
+            for rule in self._steering_rules():
+                with contextlib.suppress(NetlinkError):
+                    self._ipr.rule("del", family=AF_INET6, priority=rule.get("priority"))
+
+    def _steering_route(self, command: str, r: ProbeRoute, **kwargs: Any) -> None:
+        self._ipr.route(
+            command,
+            family=AF_INET6,
+            proto=RTPROT_SRV6PM_STEERING,
+            dst=f"{r.address}/128",
+            table=_table(r.mark),
+            encap=_seg6(EncapMode.ENCAP, r.segments),
+            **kwargs,
+        )
+
+    def _steering_routes(self) -> list[ProbeRoute]:
         found = []
         routes = self._ipr.get_routes(family=AF_INET6, proto=RTPROT_SRV6PM_STEERING, table=None)
         for route in routes:
@@ -168,72 +216,40 @@ class Routes:
                 found.append(ProbeRoute(mark, str(route.get("dst")), single[1]))
         return found
 
-    def add_probe_route(self, r: ProbeRoute) -> None:
-        """Packets carrying mark `r.mark` to `r.address` take `r.segments`: a /128 route in
-        table `r.mark`, and a rule sending that mark there (mark 0: the route in table main,
-        no rule). Other destinations fall through the table to the next rules, so only probes
-        and replies are steered."""
-        self._ipr.route(
-            "replace",
-            family=AF_INET6,
-            proto=RTPROT_SRV6PM_STEERING,
-            dst=f"{r.address}/128",
-            oif=self._toward(r.segments[0]),
-            table=_table(r.mark),
-            encap=_seg6(EncapMode.ENCAP, r.segments),
-        )
-        if r.mark and r.mark not in self._rule_marks():
-            self._ipr.rule(
+    def _guard(self, base: int) -> None:
+        """Packets without a steering mark (every data packet) skip the session rules in one
+        step: a goto past them to a no-op anchor, so forwarding never pays for their number."""
+        held = {rule.get("priority") for rule in self._steering_rules()}
+        if PROBE_ANCHOR_PRIORITY not in held:
+            self._rule("add", priority=PROBE_ANCHOR_PRIORITY, action=FR_ACT_NOP)
+        if PROBE_GUARD_PRIORITY not in held:
+            self._rule(
                 "add",
-                family=AF_INET6,
-                fwmark=r.mark,
-                fwmask=0xFFFFFFFF,
-                table=r.mark,
-                priority=PROBE_RULE_PRIORITY,
-                protocol=RTPROT_SRV6PM_STEERING,
+                priority=PROBE_GUARD_PRIORITY,
+                action=FR_ACT_GOTO,
+                goto=PROBE_ANCHOR_PRIORITY,
+                fwmark=base,
+                fwmask=STEERING_MASK,
+                flags=FIB_RULE_INVERT,
             )
 
-    def remove_probe_route(self, r: ProbeRoute) -> None:
-        try:
-            self._ipr.route(
-                "del",
-                family=AF_INET6,
-                proto=RTPROT_SRV6PM_STEERING,
-                dst=f"{r.address}/128",
-                table=_table(r.mark),
-            )
-        except NetlinkError as e:
-            if e.code != errno.ESRCH:
-                raise
-        if r.mark and not any(held.mark == r.mark for held in self.probe_routes()):
-            self._remove_rule(r.mark)
+    def _rule(self, command: str, **kwargs: Any) -> None:
+        kwargs.setdefault("priority", PROBE_RULE_PRIORITY)
+        self._ipr.rule(command, family=AF_INET6, protocol=RTPROT_SRV6PM_STEERING, **kwargs)
 
-    def remove_stale_probe_rules(self) -> None:
-        """Rules of ours whose table holds no probe route any more (a crash between the two)."""
-        used = {r.mark for r in self.probe_routes()}
-        for mark in self._rule_marks() - used:
-            self._remove_rule(mark)
+    def _steering_rules(self) -> list[Any]:
+        return [
+            rule
+            for rule in self._ipr.get_rules(family=AF_INET6)
+            if rule.get("protocol") == RTPROT_SRV6PM_STEERING
+        ]
 
     def _rule_marks(self) -> set[int]:
         return {
             int(rule.get("fwmark"))
-            for rule in self._ipr.get_rules(family=AF_INET6)
-            if rule.get("protocol") == RTPROT_SRV6PM_STEERING and rule.get("fwmark")
+            for rule in self._steering_rules()
+            if rule.get("priority") == PROBE_RULE_PRIORITY
         }
-
-    def _remove_rule(self, mark: int) -> None:
-        try:
-            self._ipr.rule(
-                "del",
-                family=AF_INET6,
-                fwmark=mark,
-                fwmask=0xFFFFFFFF,
-                table=mark,
-                priority=PROBE_RULE_PRIORITY,
-            )
-        except NetlinkError as e:
-            if e.code != errno.ENOENT:
-                raise
 
     # ---- local SIDs --------------------------------------------------------------------------
 
