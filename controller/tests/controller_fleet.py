@@ -50,6 +50,21 @@ TO_H1 = {
 POLICIES = (TO_H2, TO_H1)
 S1 = {"name": "s1", "policy": "to-h2", "return_policy": "to-h1"}
 S2 = {"name": "s2", "policy": "to-h1", "return_policy": "to-h2"}
+# the settings beyond probe interval, liveness and histogram that a session or profile has
+# unless given: one probe per burst, per block only, no delay thresholds, loss measured
+NO_THRESHOLDS = {
+    "percent": 0.0,
+    "absolute_us": 0,
+    "check_each_burst": False,
+    "min_report_interval_ms": 0,
+    "metrics": [],
+}
+DEFAULT_SETTINGS = {
+    "burst_size": 1,
+    "computation_interval_ms": 0,
+    "thresholds": NO_THRESHOLDS,
+    "loss": True,
+}
 INFLUX_DATABASE = "srv6pm"
 NODE_INFO = {"driver": "linux", "version": "x", "period_ns": 2_000_000_000, "interfaces": ["eth0"]}
 

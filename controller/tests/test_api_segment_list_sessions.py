@@ -5,7 +5,7 @@ and measurement profiles through /v1, on SQLite and PostgreSQL; what the stored 
 from __future__ import annotations
 
 import pytest
-from controller_fleet import S1, TO_H1, TO_H2, add_lab, fields, problem
+from controller_fleet import DEFAULT_SETTINGS, S1, TO_H1, TO_H2, add_lab, fields, problem
 from srv6pm.common.srv6 import MarkingMode, Role
 from srv6pm.controller.adapters.sql import store as sql
 from srv6pm.controller.domain.derive import node_states
@@ -191,6 +191,7 @@ def test_a_profile_is_named_by_sessions_and_their_own_settings_win(lab, store):
     assert created == {
         **FAST,
         "liveness": {"enabled": True, "down_after": 3, "up_after": 1, "timeout_ms": 50},
+        **DEFAULT_SETTINGS,
         "revision": created["revision"],
         "sessions": [],
     }

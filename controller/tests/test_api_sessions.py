@@ -5,7 +5,7 @@ Sessions over several segment lists and profiles: test_api_segment_list_sessions
 from __future__ import annotations
 
 import pytest
-from controller_fleet import S1, S2, TO_H2, add_lab, fields, problem
+from controller_fleet import DEFAULT_SETTINGS, S1, S2, TO_H2, add_lab, fields, problem
 from srv6pm.controller.service.fleet import SESSION
 
 KEY_A, KEY_B = "00112233445566778899aabbccddeeff", "ff" * 32
@@ -57,6 +57,7 @@ def test_a_session_is_created_with_its_ends_paths_and_identifiers(lab):
         "delay_interval_ms": 100,
         "liveness": {"enabled": False, "down_after": 3, "up_after": 1, "timeout_ms": 0},
         "histogram_edges_us": [],
+        **DEFAULT_SETTINGS,
         "authenticated": True,
         "ssid": created["ssid"],
         "segment_lists": [
@@ -149,7 +150,7 @@ def test_sessions_are_listed_by_policy_a_page_at_a_time(lab):
 
 def test_unknown_sessions_are_not_found(lab):
     assert problem(lab.get("/v1/sessions/nope"), 404)["detail"] == "session nope does not exist"
-    problem(lab.patch("/v1/sessions/nope", {"delay_interval_ms": 1}), 404)
+    problem(lab.patch("/v1/sessions/nope", {"delay_interval_ms": 100}), 404)
     problem(lab.delete("/v1/sessions/nope"), 404)
 
 

@@ -44,6 +44,7 @@ def sender(name: str, node: str, reflector: str, forward: str, back: str) -> pb.
         hmac_key=KEY,
         policy=forward,
         reflector_node=reflector,
+        burst_size=1,
     )
 
 

@@ -17,7 +17,7 @@ from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 from srv6pm.proto.v1 import records_pb2
 
-from ..domain.model import LocalSid, NodeInfo, Policy
+from ..domain.model import THRESHOLD_METRICS, DelayThresholds, LocalSid, NodeInfo, Policy
 from ..domain.state import (
     Changes,
     MonitoredFlow,
@@ -37,12 +37,20 @@ _BEHAVIOURS = proto_numbers(Behaviour, pb.Behaviour, "BEHAVIOUR_")
 _ENCAP_MODES = proto_numbers(EncapMode, pb.EncapMode, "ENCAP_MODE_")
 _MARKING_MODES = proto_numbers(MarkingMode, pb.MarkingMode, "MARKING_MODE_")
 _ROLES = proto_numbers(Role, records_pb2.Role, "ROLE_")
+# the domain's metric names are the proto's without the prefix, lower case
+_METRICS: dict[str, pb.ThresholdMetric] = {
+    m: pb.ThresholdMetric.Value(f"THRESHOLD_METRIC_{m.upper()}") for m in THRESHOLD_METRICS
+}
 _BEHAVIOUR_OF: dict[int, Behaviour] = {number: member for member, number in _BEHAVIOURS.items()}
 _ENCAP_MODE_OF: dict[int, EncapMode] = {number: member for member, number in _ENCAP_MODES.items()}
 
 
 def behaviour_to_proto(behaviour: Behaviour) -> pb.Behaviour:
     return _BEHAVIOURS[behaviour]
+
+
+def metric_to_proto(metric: str) -> pb.ThresholdMetric:
+    return _METRICS[metric]
 
 
 def encap_mode_to_proto(mode: EncapMode) -> pb.EncapMode:
@@ -151,6 +159,19 @@ def _sender(session: SenderSession) -> pb.SenderSession:
         if session.liveness.enabled
         else None,
         histogram_edges_us=session.histogram_edges_us,
+        burst_size=session.burst_size,
+        computation_interval_ms=session.computation_interval_ms,
+        thresholds=_thresholds(session.thresholds) if session.thresholds.enabled else None,
+    )
+
+
+def _thresholds(t: DelayThresholds) -> pb.Thresholds:
+    return pb.Thresholds(
+        percent=t.percent,
+        absolute_us=t.absolute_us,
+        check_each_burst=t.check_each_burst,
+        min_report_interval_ms=t.min_report_interval_ms,
+        metrics=[metric_to_proto(m) for m in t.metrics],
     )
 
 

@@ -332,9 +332,73 @@ HistogramEdges = Annotated[
     Field(max_length=10, description="delay histogram bin edges in microseconds, ascending"),
     AfterValidator(_edges),
 ]
+
+
+def _probe_interval(value: int) -> int:
+    if 0 < value < 10:
+        raise ValueError("at least 10 ms (or 0: one probe per block)")
+    return value
+
+
 DelayInterval = Annotated[
-    int, Field(ge=0, le=60_000, description="a probe every N ms (0: one probe per block)")
+    int,
+    Field(ge=0, le=60_000, description="a probe every N ms, at least 10 (0: one probe per block)"),
+    AfterValidator(_probe_interval),
 ]
+BurstSize = Annotated[
+    int, Field(ge=1, le=100, description="probes sent back to back at each probe tick")
+]
+ComputationInterval = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=3_600_000,
+        description="delay also per interval of N ms: a multiple of the delay interval that "
+        "divides the sender node's block (0: per block only)",
+    ),
+]
+MeasureLoss = Annotated[
+    bool,
+    Field(description="loss per block both ways (false: delay only, no Direct Measurement)"),
+]
+DelayMetric = Literal["two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter"]
+
+
+class DelayThresholdsIn(Strict):
+    """Delay thresholds with hysteresis, checked on the node: an event when a metric moved by
+    more than `percent` % or `absolute_us` from the value last reported."""
+
+    percent: float = Field(0, ge=0, le=1000, allow_inf_nan=False, description="0: not by ratio")
+    absolute_us: int = Field(0, ge=0, le=10_000_000, description="0: not by microseconds")
+    check_each_burst: bool = Field(
+        False, description="also check each burst's mean (an accelerated report)"
+    )
+    min_report_interval_ms: int = Field(
+        0, ge=0, le=86_400_000, description="at most one event per metric per N ms"
+    )
+    metrics: list[DelayMetric] = Field(
+        default_factory=list, max_length=5, description="the delays watched ([]: two_way_mean)"
+    )
+
+    @model_validator(mode="after")
+    def _meaningful(self) -> DelayThresholdsIn:
+        twice = sorted({m for m in self.metrics if self.metrics.count(m) > 1})
+        if twice:
+            raise ValueError(f"metrics {', '.join(twice)} are given more than once")
+        tuned = self.check_each_burst or self.min_report_interval_ms or self.metrics
+        if tuned and not (self.percent or self.absolute_us):
+            raise ValueError(
+                "give percent or absolute_us: with both 0 there are no thresholds to check"
+            )
+        return self
+
+
+class DelayThresholdsOut(BaseModel):
+    percent: float
+    absolute_us: int
+    check_each_burst: bool
+    min_report_interval_ms: int
+    metrics: list[str]
 
 
 class ProfileIn(Strict):
@@ -344,12 +408,22 @@ class ProfileIn(Strict):
         default_factory=lambda: LivenessIn.model_validate({"enabled": False})
     )
     histogram_edges_us: HistogramEdges = Field(default_factory=list)
+    burst_size: BurstSize = 1
+    computation_interval_ms: ComputationInterval = 0
+    thresholds: DelayThresholdsIn = Field(
+        default_factory=lambda: DelayThresholdsIn.model_validate({})
+    )
+    loss: MeasureLoss = True
 
 
 class ProfilePatch(Strict):
     delay_interval_ms: DelayInterval | None = None
     liveness: LivenessIn | None = None
     histogram_edges_us: HistogramEdges | None = None
+    burst_size: BurstSize | None = None
+    computation_interval_ms: ComputationInterval | None = None
+    thresholds: DelayThresholdsIn | None = None
+    loss: MeasureLoss | None = None
 
 
 class LivenessOut(BaseModel):
@@ -364,6 +438,10 @@ class ProfileOut(BaseModel):
     delay_interval_ms: int
     liveness: LivenessOut
     histogram_edges_us: list[int]
+    burst_size: int
+    computation_interval_ms: int
+    thresholds: DelayThresholdsOut
+    loss: bool
     revision: int
     sessions: list[str] = Field(description="sessions that name it (the first 20)")
 
@@ -391,12 +469,17 @@ class SessionIn(Strict):
     )
     liveness: LivenessIn | None = None
     histogram_edges_us: HistogramEdges | None = None
+    burst_size: BurstSize | None = None
+    computation_interval_ms: ComputationInterval | None = None
+    thresholds: DelayThresholdsIn | None = None
+    loss: MeasureLoss | None = None
     hmac_key: HexKey | None = None
 
 
 class SessionPatch(Strict):
-    """Null for segment_list, return_segment_list, profile or a setting clears it (back to
-    every segment list, the first, no profile, the profile's value)."""
+    """Null for segment_list, return_segment_list, profile or a setting (delay_interval_ms,
+    liveness, histogram_edges_us, burst_size, computation_interval_ms, thresholds, loss)
+    clears it (back to every segment list, the first, no profile, the profile's value)."""
 
     policy: Name | None = None
     segment_list: Name | None = None
@@ -406,6 +489,10 @@ class SessionPatch(Strict):
     delay_interval_ms: DelayInterval | None = None
     liveness: LivenessIn | None = None
     histogram_edges_us: HistogramEdges | None = None
+    burst_size: BurstSize | None = None
+    computation_interval_ms: ComputationInterval | None = None
+    thresholds: DelayThresholdsIn | None = None
+    loss: MeasureLoss | None = None
     hmac_key: HexKey | None = None
 
 
@@ -429,6 +516,10 @@ class SessionOut(BaseModel):
     delay_interval_ms: int = Field(description="in effect (the session's, its profile's or 0)")
     liveness: LivenessOut = Field(description="in effect")
     histogram_edges_us: list[int] = Field(description="in effect")
+    burst_size: int = Field(description="in effect")
+    computation_interval_ms: int = Field(description="in effect")
+    thresholds: DelayThresholdsOut = Field(description="in effect")
+    loss: bool = Field(description="in effect (false: delay only)")
     authenticated: bool = Field(description="an HMAC key is set (it is never shown)")
     ssid: int | None = Field(description="the SSID when one segment list is probed, else null")
     segment_lists: list[ProbedListOut]

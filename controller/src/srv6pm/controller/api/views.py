@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..domain.measured import legs, measurement, return_list
-from ..domain.model import Fleet, LivenessSettings, LocalSid, Node, Policy, Profile, Session
+from ..domain.model import (
+    DelayThresholds,
+    Fleet,
+    LivenessSettings,
+    LocalSid,
+    Measurement,
+    Node,
+    Policy,
+    Profile,
+    Session,
+)
 from ..domain.paths import path
 from ..service.fleet import NodeStatus
 from . import schemas
@@ -102,15 +113,26 @@ def liveness(settings: LivenessSettings) -> schemas.LivenessOut:
     return schemas.LivenessOut(**dataclasses.asdict(settings))
 
 
+def thresholds(t: DelayThresholds) -> schemas.DelayThresholdsOut:
+    return schemas.DelayThresholdsOut(**{**dataclasses.asdict(t), "metrics": list(t.metrics)})
+
+
+def settings(m: Measurement) -> dict[str, Any]:
+    """A measurement's fields as response fields (a profile's, or a session's in effect)."""
+    return {
+        "delay_interval_ms": m.delay_interval_ms,
+        "liveness": liveness(m.liveness),
+        "histogram_edges_us": list(m.histogram_edges_us),
+        "burst_size": m.burst_size,
+        "computation_interval_ms": m.computation_interval_ms,
+        "thresholds": thresholds(m.thresholds),
+        "loss": m.loss,
+    }
+
+
 def profile(p: Profile, revision: int, users: list[str]) -> schemas.ProfileOut:
-    m = p.measurement
     return schemas.ProfileOut(
-        name=p.name,
-        delay_interval_ms=m.delay_interval_ms,
-        liveness=liveness(m.liveness),
-        histogram_edges_us=list(m.histogram_edges_us),
-        revision=revision,
-        sessions=users,
+        name=p.name, **settings(p.measurement), revision=revision, sessions=users
     )
 
 
@@ -131,7 +153,7 @@ def session(
         for leg in legs(s, fleet)
     ]
     only = probed[0] if len(probed) == 1 else None
-    settings = measurement(s, fleet)
+    in_effect = measurement(s, fleet)
     info = fleet.nodes[forward.head_node].info
     nodes = [n for leg in probed for n in leg.path["forward"]] + reverse
     return schemas.SessionOut(
@@ -141,9 +163,7 @@ def session(
         return_policy=s.return_policy,
         return_segment_list=back_sl.name,
         profile=s.profile or None,
-        delay_interval_ms=settings.delay_interval_ms,
-        liveness=liveness(settings.liveness),
-        histogram_edges_us=list(settings.histogram_edges_us),
+        **settings(in_effect),
         authenticated=bool(s.hmac_key),
         ssid=only.ssid if only else None,
         segment_lists=probed,

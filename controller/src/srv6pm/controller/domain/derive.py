@@ -6,6 +6,13 @@ TRANSIT at each of its SIDs' nodes, EGRESS at the tail. A session has a Session-
 segment list on the head-end, each with its own SSID and probes encapsulated in exactly that
 segment list; the tail's Session-Reflector steers the replies of each SSID into the return
 segment list (RFC 9503 Return Path).
+
+A delay-only session (its settings' `loss` false) has senders that name no flows: its probes
+carry no Direct Measurement TLV and it reports no loss. Its segment lists' flows are placed all
+the same: the node manager's Session-Reflector steers an SSID's replies only for a reflector
+session, and a reflector session must name monitored flows of its node. So the forward and
+return flows are counted along their paths as for any session, and turning loss back on
+changes only the sender.
 """
 
 from __future__ import annotations
@@ -133,8 +140,8 @@ def _place_sessions(fleet: Fleet, placed: dict[str, _Placed]) -> None:
                     source_address=sender.probe_address,
                     direct_segments=leg.segment_list.segments,
                     return_segments=back_sl.segments,
-                    forward_flow=flow,
-                    reverse_flow=back.flow_name(back_sl),
+                    forward_flow=flow if settings.loss else "",
+                    reverse_flow=back.flow_name(back_sl) if settings.loss else "",
                     delay_interval_ms=settings.delay_interval_ms,
                     hmac_key=session.hmac_key,
                     policy=forward.name,
@@ -143,6 +150,9 @@ def _place_sessions(fleet: Fleet, placed: dict[str, _Placed]) -> None:
                     segment_list=leg.segment_list.name if len(forward.segment_lists) > 1 else "",
                     liveness=settings.liveness,
                     histogram_edges_us=settings.histogram_edges_us,
+                    burst_size=settings.burst_size,
+                    computation_interval_ms=settings.computation_interval_ms,
+                    thresholds=settings.thresholds.canonical(),
                 )
             )
             reflected.setdefault(reflector.name, []).append(

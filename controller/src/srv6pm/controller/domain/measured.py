@@ -3,6 +3,7 @@ replies come back on, and its measurement settings (its profile's, overridden fi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .errors import Invalid
@@ -57,12 +58,39 @@ def measurement(session: Session, fleet: Fleet) -> Measurement:
     """The session's settings: each field its own if set, else its profile's, else the
     default."""
     base = fleet.profiles[session.profile].measurement if session.profile else Measurement()
-    return Measurement(
-        delay_interval_ms=base.delay_interval_ms
-        if session.delay_interval_ms is None
-        else session.delay_interval_ms,
-        liveness=base.liveness if session.liveness is None else session.liveness,
-        histogram_edges_us=base.histogram_edges_us
-        if session.histogram_edges_us is None
-        else session.histogram_edges_us,
-    )
+    own = {
+        f.name: getattr(session, f.name)
+        for f in dataclasses.fields(Measurement)
+        if getattr(session, f.name) is not None
+    }
+    return dataclasses.replace(base, **own)
+
+
+MIN_DELAY_INTERVAL_MS = 10  # the node manager's floor
+
+
+def check_measurement(m: Measurement, where: str, period_ns: int | None = None) -> None:
+    """Raise Invalid for settings a node manager would refuse. With the sender node's block
+    period (GetInfo), computation intervals are checked against it too; without it (the node
+    not heard from yet) the node manager checks it, and the session's status says so."""
+    if 0 < m.delay_interval_ms < MIN_DELAY_INTERVAL_MS:
+        raise Invalid(f"{where}: delay interval below {MIN_DELAY_INTERVAL_MS} ms")
+    interval = m.computation_interval_ms
+    if not interval:
+        return
+    # each interval must hold the same number of probe ticks and lie inside one block
+    if not m.delay_interval_ms:
+        raise Invalid(
+            f"{where}: a computation interval needs a delay interval (with one probe per "
+            "block, the block is the only interval)"
+        )
+    if interval % m.delay_interval_ms:
+        raise Invalid(
+            f"{where}: computation interval {interval} ms is not a multiple of the delay "
+            f"interval ({m.delay_interval_ms} ms)"
+        )
+    if period_ns is not None and period_ns % (interval * 1_000_000):
+        raise Invalid(
+            f"{where}: computation interval {interval} ms does not divide the "
+            f"{period_ns / 1e6:g} ms block of its sender's node"
+        )

@@ -104,14 +104,51 @@ class LivenessSettings:
     timeout_ms: int = 0
 
 
+# What a delay threshold may watch (the node manager's ThresholdMetric); the first is the default.
+THRESHOLD_METRICS = ("two_way_mean", "two_way_p99", "forward_mean", "reverse_mean", "jitter")
+
+
+@dataclass(frozen=True)
+class DelayThresholds:
+    """Delay thresholds with hysteresis, checked on the node (docs/STAMP.md): an event when a
+    metric moved by more than `percent` % or `absolute_us` from the value last reported. Both
+    0: none."""
+
+    percent: float = 0.0
+    absolute_us: int = 0
+    check_each_burst: bool = False  # also on each burst's mean, not only per interval
+    min_report_interval_ms: int = 0  # at most one event per metric per this long
+    metrics: tuple[str, ...] = ()  # of THRESHOLD_METRICS; (): the first
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.percent or self.absolute_us)
+
+    def canonical(self) -> DelayThresholds:
+        """As the node manager holds it: nothing when disabled, the default metric named."""
+        if not self.enabled:
+            return DelayThresholds()
+        return DelayThresholds(
+            self.percent,
+            self.absolute_us,
+            self.check_each_burst,
+            self.min_report_interval_ms,
+            self.metrics or THRESHOLD_METRICS[:1],
+        )
+
+
 @dataclass(frozen=True)
 class Measurement:
     """How a session measures: what a profile names, and a session may override field by
-    field. Room for thresholds later."""
+    field (each field as a whole: liveness and thresholds are not merged inside)."""
 
     delay_interval_ms: int = 0  # 0 = one probe per block
     liveness: LivenessSettings = LivenessSettings()
     histogram_edges_us: tuple[int, ...] = ()
+    burst_size: int = 1  # probes back to back at each probe tick
+    computation_interval_ms: int = 0  # delay also per interval of this length (0: per block)
+    thresholds: DelayThresholds = DelayThresholds()
+    loss: bool = True  # False: delay only (no Direct Measurement, no loss records)
 
 
 @dataclass(frozen=True)
@@ -147,6 +184,10 @@ class Session:
     histogram_edges_us: tuple[int, ...] | None = None
     hmac_key: bytes = b""
     ssids: tuple[Probed, ...] = ()  # allocated by the controller, unique in the domain
+    burst_size: int | None = None
+    computation_interval_ms: int | None = None
+    thresholds: DelayThresholds | None = None
+    loss: bool | None = None
 
     def ssid(self, segment_list: str) -> int:
         return next((p.ssid for p in self.ssids if p.segment_list == segment_list), 0)

@@ -9,8 +9,8 @@ path of its own.
 from __future__ import annotations
 
 from .errors import Conflict, Invalid
-from .measured import legs, return_list
-from .model import MAX_WEIGHT, Fleet, Policy, SegmentList, Session
+from .measured import check_measurement, legs, measurement, return_list
+from .model import MAX_WEIGHT, Fleet, Policy, Profile, SegmentList, Session
 
 
 def path(policy: Policy, fleet: Fleet, sl: SegmentList | None = None) -> tuple[str, ...]:
@@ -117,6 +117,23 @@ def _check_segment_list(policy: Policy, sl: SegmentList, fleet: Fleet) -> None:
         )
 
 
+def check_profile(profile: Profile) -> None:
+    """Raise Invalid unless a profile's settings make sense together (the sessions naming it
+    are checked with their own overrides and their nodes' block periods)."""
+    check_measurement(profile.measurement, f"profile {profile.name}")
+
+
+def check_settings(session: Session, fleet: Fleet) -> None:
+    """Raise Invalid unless the session's settings in effect (its own, else its profile's) are
+    what its sender's node manager accepts, block period included."""
+    info = fleet.nodes[fleet.policies[session.policy].head_node].info
+    check_measurement(
+        measurement(session, fleet),
+        f"session {session.name}" + (f" (profile {session.profile})" if session.profile else ""),
+        info.period_ns if info and info.period_ns else None,
+    )
+
+
 def check_session(session: Session, fleet: Fleet) -> None:
     """Raise Invalid / Conflict unless `session` can run in `fleet` (others as they are).
 
@@ -141,6 +158,7 @@ def check_session(session: Session, fleet: Fleet) -> None:
             raise Invalid(
                 f"node {node} has no probe_address: STAMP needs one at both ends of a session"
             )
+    check_settings(session, fleet)
     for other in fleet.sessions.values():
         if other.name == session.name:
             continue

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from srv6pm.common.srv6 import MarkingMode, Role
 
-from .model import LivenessSettings, LocalSid, Policy
+from .model import DelayThresholds, LivenessSettings, LocalSid, Policy
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SenderSession:
     source_address: str
     direct_segments: tuple[str, ...]
     return_segments: tuple[str, ...]
-    forward_flow: str
+    forward_flow: str  # "" with reverse_flow "": delay only (no Direct Measurement)
     reverse_flow: str
     delay_interval_ms: int
     hmac_key: bytes
@@ -49,6 +49,9 @@ class SenderSession:
     segment_list: str = ""  # the name of the probed segment list (a label; protection acts on it)
     liveness: LivenessSettings = field(default_factory=LivenessSettings)
     histogram_edges_us: tuple[int, ...] = ()
+    burst_size: int = 1
+    computation_interval_ms: int = 0
+    thresholds: DelayThresholds = field(default_factory=DelayThresholds)  # canonical form
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..adapters.sql.tables import (
 from ..domain.errors import Conflict, Exhausted, Invalid, NotFound
 from ..domain.measured import wanted_lists
 from ..domain.model import Fleet, LocalSid, Node, Policy, Probed, Profile, Session
-from ..domain.paths import check_policy, check_session
+from ..domain.paths import check_policy, check_profile, check_session, check_settings
 
 MAX_FLOW_MON_ID = (1 << 20) - 1  # RFC 9343: a 20-bit field
 MAX_SSID = 0xFFFF  # RFC 8972: 16 bits
@@ -254,6 +254,8 @@ class FleetService:
             check_policy(obj, self._around_policy(db, obj))
         elif isinstance(obj, Session):
             check_session(obj, self._around_session(db, obj))
+        elif isinstance(obj, Profile):
+            check_profile(obj)
 
     def _around_policy(self, db: Db, policy: Policy) -> Fleet:
         wanted = {sid for sl in policy.segment_lists for sid in sl.segments}
@@ -368,6 +370,13 @@ def _check_dependents(fleet: Fleet, obj: Obj) -> None:
     """After an update: the object and everything resting on it still make sense."""
     if isinstance(obj, LocalSid) and obj.node not in fleet.nodes:
         raise Invalid(f"node {obj.node!r} does not exist")
+    if isinstance(obj, Profile):
+        check_profile(obj)
+        # each session naming it, with its own overrides and its sender node's block
+        for session in fleet.sessions.values():
+            if session.profile == obj.name:
+                check_settings(session, fleet)
+        return
     policies = [
         p
         for p in fleet.policies.values()

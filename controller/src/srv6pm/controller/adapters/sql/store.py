@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode
 
 from ...domain.model import (
+    DelayThresholds,
     Fleet,
     LivenessSettings,
     LocalSid,
@@ -199,11 +200,19 @@ def liveness_of(value: dict[str, Any]) -> LivenessSettings:
     return LivenessSettings(**value)
 
 
+def thresholds_of(value: dict[str, Any]) -> DelayThresholds:
+    return DelayThresholds(**{**value, "metrics": tuple(value.get("metrics", ()))})
+
+
 def measurement_of(row: ProfileRow) -> Measurement:
     return Measurement(
         delay_interval_ms=row.delay_interval_ms,
         liveness=liveness_of(row.liveness),
         histogram_edges_us=tuple(row.histogram_edges_us),
+        burst_size=row.burst_size,
+        computation_interval_ms=row.computation_interval_ms,
+        thresholds=thresholds_of(row.thresholds),
+        loss=row.loss,
     )
 
 
@@ -216,6 +225,14 @@ def write_profile(row: ProfileRow, profile: Profile) -> None:
     row.delay_interval_ms = m.delay_interval_ms
     row.liveness = dataclasses.asdict(m.liveness)
     row.histogram_edges_us = list(m.histogram_edges_us)
+    row.burst_size = m.burst_size
+    row.computation_interval_ms = m.computation_interval_ms
+    row.thresholds = _thresholds_json(m.thresholds)
+    row.loss = m.loss
+
+
+def _thresholds_json(t: DelayThresholds) -> dict[str, Any]:
+    return {**dataclasses.asdict(t), "metrics": list(t.metrics)}
 
 
 def session_of(row: SessionRow) -> MeasurementSession:
@@ -233,6 +250,10 @@ def session_of(row: SessionRow) -> MeasurementSession:
         else tuple(row.histogram_edges_us),
         hmac_key=row.hmac_key,
         ssids=tuple(Probed(p.segment_list, p.ssid) for p in row.ssids),
+        burst_size=row.burst_size,
+        computation_interval_ms=row.computation_interval_ms,
+        thresholds=None if row.thresholds is None else thresholds_of(row.thresholds),
+        loss=row.loss,
     )
 
 
@@ -245,9 +266,14 @@ def write_session(row: SessionRow, session: MeasurementSession) -> None:
         "return_segment_list",
         "delay_interval_ms",
         "hmac_key",
+        "burst_size",
+        "computation_interval_ms",
+        "loss",
     ):
         setattr(row, column, getattr(session, column))
     row.profile = session.profile or None
+    held_thresholds = session.thresholds
+    row.thresholds = None if held_thresholds is None else _thresholds_json(held_thresholds)
     row.liveness = None if session.liveness is None else dataclasses.asdict(session.liveness)
     edges = session.histogram_edges_us
     row.histogram_edges_us = None if edges is None else list(edges)

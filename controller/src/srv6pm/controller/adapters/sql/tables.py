@@ -95,6 +95,10 @@ class ProfileRow(Revisioned):
     delay_interval_ms: Mapped[int] = mapped_column(Integer, default=0)
     liveness: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     histogram_edges_us: Mapped[list[int]] = mapped_column(JSON, default=list)
+    burst_size: Mapped[int] = mapped_column(Integer, default=1)
+    computation_interval_ms: Mapped[int] = mapped_column(Integer, default=0)
+    thresholds: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    loss: Mapped[bool] = mapped_column(default=True)
 
 
 class SessionRow(Revisioned):
@@ -112,6 +116,10 @@ class SessionRow(Revisioned):
     delay_interval_ms: Mapped[int | None] = mapped_column(Integer, default=None)
     liveness: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     histogram_edges_us: Mapped[list[int] | None] = mapped_column(JSON, default=None)
+    burst_size: Mapped[int | None] = mapped_column(Integer, default=None)
+    computation_interval_ms: Mapped[int | None] = mapped_column(Integer, default=None)
+    thresholds: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    loss: Mapped[bool | None] = mapped_column(default=None)
     hmac_key: Mapped[bytes] = mapped_column(LargeBinary, default=b"")
     ssids: Mapped[list[SessionSsidRow]] = relationship(
         cascade="all, delete-orphan", order_by="SessionSsidRow.ssid", lazy="selectin"

@@ -1,5 +1,6 @@
-"""/v1/profiles: measurement profiles (probe interval, liveness, delay histogram bins) that
-sessions name instead of repeating them; a session's own settings override its profile's."""
+"""/v1/profiles: measurement profiles (probe interval, liveness, delay histogram bins, bursts,
+computation intervals, delay thresholds, loss or delay only) that sessions name instead of
+repeating them; a session's own settings override its profile's."""
 
 from __future__ import annotations
 
@@ -8,38 +9,21 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ...domain.model import LivenessSettings, Measurement, Profile
+from ...domain.model import Measurement, Profile
 from ...service.fleet import PROFILE
-from .. import schemas, views
+from .. import measurement, schemas, views
 from ..deps import Admin, Reader, Svc
 
 router = APIRouter(prefix="/v1/profiles", tags=["profiles"])
 
 
-def liveness(body: schemas.LivenessIn) -> LivenessSettings:
-    return LivenessSettings(**body.model_dump())
-
-
 def _domain(body: schemas.ProfileIn) -> Profile:
-    return Profile(
-        body.name,
-        Measurement(
-            delay_interval_ms=body.delay_interval_ms,
-            liveness=liveness(body.liveness),
-            histogram_edges_us=tuple(body.histogram_edges_us),
-        ),
-    )
+    return Profile(body.name, Measurement(**measurement.given(body)))
 
 
 def _changes(patch: schemas.ProfilePatch, held: Profile) -> dict[str, Any]:
-    m = held.measurement
-    if patch.delay_interval_ms is not None:
-        m = dataclasses.replace(m, delay_interval_ms=patch.delay_interval_ms)
-    if patch.liveness is not None:
-        m = dataclasses.replace(m, liveness=liveness(patch.liveness))
-    if patch.histogram_edges_us is not None:
-        m = dataclasses.replace(m, histogram_edges_us=tuple(patch.histogram_edges_us))
-    return {"measurement": m}
+    # a profile's fields cannot be cleared: null (or absent) keeps the value held
+    return {"measurement": dataclasses.replace(held.measurement, **measurement.given(patch))}
 
 
 @router.post("", status_code=201, response_model=schemas.ProfileOut)

@@ -7,20 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from ...domain.model import Fleet, LivenessSettings, Session
+from ...domain.model import Fleet, Session
 from ...service.fleet import SESSION
-from .. import schemas, views
+from .. import measurement, schemas, views
 from ..deps import Admin, Reader, Services, Svc
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
-
-
-def _liveness(body: schemas.LivenessIn | None) -> LivenessSettings | None:
-    return None if body is None else LivenessSettings(**body.model_dump())
-
-
-def _edges(body: list[int] | None) -> tuple[int, ...] | None:
-    return None if body is None else tuple(body)
 
 
 def _domain(body: schemas.SessionIn, default_key: bytes) -> Session:
@@ -31,10 +23,8 @@ def _domain(body: schemas.SessionIn, default_key: bytes) -> Session:
         segment_list=body.segment_list or "",
         return_segment_list=body.return_segment_list or "",
         profile=body.profile or "",
-        delay_interval_ms=body.delay_interval_ms,
-        liveness=_liveness(body.liveness),
-        histogram_edges_us=_edges(body.histogram_edges_us),
         hmac_key=default_key if body.hmac_key is None else bytes.fromhex(body.hmac_key),
+        **measurement.given(body),
     )
 
 
@@ -43,9 +33,7 @@ _CLEARED: dict[str, Any] = {
     "segment_list": "",
     "return_segment_list": "",
     "profile": "",
-    "delay_interval_ms": None,
-    "liveness": None,
-    "histogram_edges_us": None,
+    **dict.fromkeys(measurement.SETTINGS),
 }
 
 
@@ -59,10 +47,8 @@ def _changes(patch: schemas.SessionPatch) -> dict[str, Any]:
             continue
         if name == "hmac_key":
             value = bytes.fromhex(value)
-        elif name == "liveness":
-            value = _liveness(patch.liveness)
-        elif name == "histogram_edges_us":
-            value = _edges(value)
+        elif name in measurement.SETTINGS:
+            value = measurement.value(name, value)
         out[name] = value
     return out
 
