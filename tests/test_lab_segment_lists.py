@@ -176,6 +176,13 @@ def test_a_cut_takes_exactly_its_segment_list_down_and_protection_moves_traffic_
     up = liveness(lab, HASHED_SL1.session)[-1]
     assert up.previous == records_pb2.LIVENESS_STATE_DOWN and up.consecutive == 1
     wait_for(lambda: routed_lists(lab) == sorted([HASHED_SL0.segments, HASHED_SL1.segments]), 2)
+    # and flows are hashed onto sl1 again, exact at both ends
+    block = Blocks.next()
+    send_flows(lab, diamond.HASHED_ADDRESS, 10)
+    Blocks.wait_readable(block)
+    at_r1, at_r4 = block_packets(lab, "r1", block), block_packets(lab, "r4", block)
+    assert at_r1 == {**at_r1, **{m.flow: at_r4[m.flow] for m in (HASHED_SL0, HASHED_SL1)}}
+    assert at_r1[HASHED_SL1.flow] > delay(lab, HASHED_SL1.session, block).probes_sent
     print(
         f"cut detected in {detection * 1000:.0f} ms ({diamond.DOWN_AFTER} x "
         f"{diamond.PROBE_INTERVAL_MS} ms intervals)"
