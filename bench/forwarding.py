@@ -146,6 +146,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="sizes N that also get the empty-program configuration (default: %(default)s)",
     )
     p.add_argument(
+        "--steering-rules",
+        type=int,
+        default=0,
+        help="ingress groups also get plain forwarding with this many STAMP probe steering "
+        "rules on r1, without and with the node manager's guard rule (default: none)",
+    )
+    p.add_argument(
         "--out", type=Path, default=RESULTS, help="results directory (default: %(default)s)"
     )
     p.add_argument(
@@ -182,7 +189,7 @@ def estimate_s(args: argparse.Namespace) -> float:
     total = 0.0
     for role in args.roles:
         for n in args.sizes:
-            cfgs = configs(role, n, args.modes, args.empty_hook_at)
+            cfgs = configs(role, n, args.modes, args.empty_hook_at, args.steering_rules)
             applies = len(cfgs) * (args.rounds + 1) + sum(c.monitored for c in cfgs) * max(
                 args.stats_rounds, 0
             )
@@ -216,7 +223,7 @@ def bench(
         started = time.monotonic()
         for role in args.roles:
             for n in args.sizes:
-                cfgs = configs(role, n, args.modes, args.empty_hook_at)
+                cfgs = configs(role, n, args.modes, args.empty_hook_at, args.steering_rules)
                 group = Group(role, n, cfgs, r1_gen_if, r1_sink_if)
                 t0 = time.monotonic()
                 group.write_frames(frames_dir, gen_mac, r1_mac)

@@ -24,19 +24,31 @@ class Config:
     flows: bool  # N monitored flows installed (else none)
     empty_hook: bool  # an empty tc program on the hook the monitoring would use
     baseline: str  # the plain configuration it is compared with (itself for a plain one)
+    # probe steering rules on r1 as the node manager lays them out (one per STAMP session),
+    # with or without the guard that sends unmarked packets past them
+    rules: int = 0
+    guarded: bool = False
 
     @property
     def monitored(self) -> bool:
         return self.flows or self.empty_hook
 
 
-def configs(role: str, n: int, modes: Sequence[str], empty_hook_at: Sequence[int]) -> list[Config]:
+def configs(
+    role: str, n: int, modes: Sequence[str], empty_hook_at: Sequence[int], steering_rules: int = 0
+) -> list[Config]:
     """The configurations of a group, in the order a round applies them. Plain first; between
     two monitored configurations there is a change of mode or a plain one, so every monitored
     sample starts with freshly installed flows (counters from zero)."""
     empty = n in empty_hook_at
     if role == "ingress":
         out = [Config("plain", "ip", modes[0], False, False, "plain")]
+        if steering_rules:
+            k = steering_rules
+            out += [
+                Config(f"plain, {k} probe rules", "ip", modes[0], False, False, "plain", k),
+                Config(f"plain, {k} rules + guard", "ip", modes[0], False, False, "plain", k, True),
+            ]
         if empty:
             out.append(Config("empty hook", "ip", modes[0], False, True, "plain"))
         out += [Config(m, "ip", m, True, False, "plain") for m in modes]

@@ -182,6 +182,7 @@ def measure(
 ) -> Sample:
     """Apply ``cfg``, offer the load, sample the window in its middle; check the counters."""
     apply_s = r1.apply(group.state(cfg), group.hook if cfg.empty_hook else None)
+    r1.set_rules(cfg.rules, cfg.guarded)
     settle_s = wait_idle(r1.pid, timing.settle_s)  # its work is on the generator's core
     # stats only (one flow's counters come with them; asking for none means all of them)
     c0 = r1.counters([flow_name(0)] if cfg.flows else [])

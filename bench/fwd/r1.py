@@ -29,6 +29,9 @@ class Counted:
     flow_packets: int = 0  # packets over all flows and colours
 
 
+STEERING_BASE = 0x53520000  # the node manager's default steering_mark_base
+
+
 class R1:
     """r1's node manager, through gRPC only, and the benchmark's own empty program."""
 
@@ -36,6 +39,7 @@ class R1:
         self._lab = lab
         self._empty = empty_program
         self._empty_on: tuple[str, str] | None = None
+        self._rules_on = (0, False)
         options = [
             ("grpc.enable_http_proxy", 0),
             ("grpc.max_send_message_length", 64 << 20),
@@ -56,6 +60,35 @@ class R1:
         if empty_hook != self._empty_on:
             self._set_empty_hook(empty_hook)
         return time.monotonic() - start
+
+    def set_rules(self, count: int, guarded: bool) -> None:
+        """`count` probe steering rules as the node manager lays them out (priority 32001, one
+        fwmark each), with its guard and anchor when `guarded`; none left from before."""
+        if (count, guarded) == self._rules_on:
+            return
+        held, was_guarded = self._rules_on
+        lines = ["rule del pref 32001"] * held
+        lines += ["rule del pref 32000", "rule del pref 32002"] if was_guarded else []
+        if guarded:
+            lines += [
+                "rule add pref 32002 nop proto 202",
+                f"rule add pref 32000 not fwmark {STEERING_BASE:#x}/0xfffe0000 goto 32002 "
+                "proto 202",
+            ]
+        lines += [
+            f"rule add pref 32001 fwmark {STEERING_BASE + i + 1:#x} table "
+            f"{STEERING_BASE + i + 1} proto 202"
+            for i in range(count)
+        ]
+        if lines:
+            self._lab.exec(
+                "r1",
+                ["ip", "-6", "-batch", "-"],
+                input="\n".join(lines) + "\n",
+                text=True,
+                check=True,
+            )
+        self._rules_on = (count, guarded)
 
     def _set_empty_hook(self, hook: tuple[str, str] | None) -> None:
         # tc(8) here: this is the benchmark's own program, not the node manager's (prio 1, its
