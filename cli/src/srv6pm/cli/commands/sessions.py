@@ -13,6 +13,7 @@ from ..client import path
 from ..common import Limit, Offset, UsageProblem, Wait, WaitTimeout, state
 from ..render import fields, page_note, table
 from ..render import state as status_text
+from . import measuring as m
 from .changes import changed, deleted
 
 app = typer.Typer(
@@ -34,6 +35,10 @@ RETURN_LIST_HELP = "The return policy's segment list replies take (default: its 
 PROFILE_HELP = "A measurement profile (srv6pm profiles); the options below override it."
 LIVENESS_HELP = "Liveness of each probed segment list (down after missed replies)."
 EDGE_HELP = "A delay histogram bin edge in microseconds (repeat, ascending, at most 10)."
+CLEAR_HELP = (
+    "A setting the session takes from its profile again (repeat): delay_interval_ms, "
+    "liveness, histogram_edges_us, burst_size, computation_interval_ms, thresholds, loss."
+)
 
 
 def _opt(help_text: str, metavar: str | None = None) -> Any:
@@ -99,6 +104,7 @@ def render_session(s: dict[str, Any]) -> Iterator[RenderableType]:
             ("delay interval", f"{s['delay_interval_ms']} ms" if s["delay_interval_ms"] else None),
             ("liveness", liveness_text(s["liveness"])),
             ("histogram edges", ", ".join(f"{e} us" for e in s["histogram_edges_us"]) or None),
+            *m.rows(s),
             ("authenticated", s["authenticated"]),
             ("status", status_text(s["status"])),
             ("revision", s["status"]["revision"]),
@@ -162,6 +168,14 @@ def add(
     up_after: Annotated[int | None, _opt("Liveness: up after N replies.", "N")] = None,
     liveness_timeout_ms: Annotated[int | None, _opt("Liveness: reply timeout.", "MS")] = None,
     histogram_edge: Annotated[list[int] | None, _opt(EDGE_HELP, "US")] = None,
+    burst_size: m.BurstSize = None,
+    computation_interval_ms: m.ComputationInterval = None,
+    loss: m.Loss = None,
+    threshold_percent: m.ThresholdPercent = None,
+    threshold_us: m.ThresholdUs = None,
+    threshold_each_burst: m.ThresholdEachBurst = None,
+    threshold_min_report_ms: m.ThresholdMinReport = None,
+    threshold_metric: m.ThresholdMetric = None,
     hmac_key: Annotated[str | None, _opt(KEY_HELP, "HEX")] = None,
     wait: Wait = False,
     wait_timeout: WaitTimeout = 120.0,
@@ -180,6 +194,16 @@ def add(
         "return_policy": return_policy,
         **{k: v for k, v in given.items() if v is not None},
         **settings(liveness, down_after, up_after, liveness_timeout_ms, histogram_edge),
+        **m.measuring(
+            burst_size,
+            computation_interval_ms,
+            loss,
+            threshold_percent,
+            threshold_us,
+            threshold_each_burst,
+            threshold_min_report_ms,
+            threshold_metric,
+        ),
     }
     if hmac_key is not None:
         body["hmac_key"] = hmac_key
@@ -203,7 +227,16 @@ def update(
     up_after: Annotated[int | None, _opt("Liveness: up after N replies.", "N")] = None,
     liveness_timeout_ms: Annotated[int | None, _opt("Liveness: reply timeout.", "MS")] = None,
     histogram_edge: Annotated[list[int] | None, _opt(EDGE_HELP, "US")] = None,
+    burst_size: m.BurstSize = None,
+    computation_interval_ms: m.ComputationInterval = None,
+    loss: m.Loss = None,
+    threshold_percent: m.ThresholdPercent = None,
+    threshold_us: m.ThresholdUs = None,
+    threshold_each_burst: m.ThresholdEachBurst = None,
+    threshold_min_report_ms: m.ThresholdMinReport = None,
+    threshold_metric: m.ThresholdMetric = None,
     hmac_key: Annotated[str | None, _opt(KEY_HELP, "HEX")] = None,
+    clear: Annotated[list[str] | None, _opt(CLEAR_HELP, "SETTING")] = None,
     wait: Wait = False,
     wait_timeout: WaitTimeout = 120.0,
 ) -> None:
@@ -221,6 +254,22 @@ def update(
         if value is not None:
             body[cleared] = value or None  # '' goes back to every segment list / no profile
     body.update(settings(liveness, down_after, up_after, liveness_timeout_ms, histogram_edge))
+    body.update(
+        m.measuring(
+            burst_size,
+            computation_interval_ms,
+            loss,
+            threshold_percent,
+            threshold_us,
+            threshold_each_burst,
+            threshold_min_report_ms,
+            threshold_metric,
+        )
+    )
+    both = sorted(set(body) & set(clear or ()))
+    if both:
+        raise UsageProblem(f"{', '.join(both)}: given and cleared at once")
+    body.update(m.cleared(clear))
     if not body:
         raise UsageProblem("nothing to change: give at least one option")
     where = path("v1", "sessions", name)
