@@ -1,6 +1,6 @@
-"""`srv6pm policies` with weighted segment lists, `srv6pm profiles` (bursts, computation intervals,
-delay thresholds, delay only included), and sessions over a whole
-policy, one segment list or a profile, against the real controller API."""
+"""`srv6pm policies` with weighted segment lists, `srv6pm profiles` (bursts, computation
+intervals, delay thresholds, delay only included), and sessions over a whole policy, one segment
+list or a profile, against the real controller API."""
 
 from __future__ import annotations
 
