@@ -96,15 +96,31 @@ def apply(
 
 SESSION = "h1-h2-stamp"
 SSID = 1
+# The session's delay histogram bins (µs) and thresholds: what the dashboards' histogram,
+# liveness and threshold panels show. A veth path's two-way delay is tens of µs.
+HISTOGRAM_EDGES_US = (20, 50, 100, 200, 500, 1000)
+LIVENESS = pb.Liveness(enabled=True, down_after=3, up_after=1)
+# Each metric's first value is always reported; then a move of half its value or 200 µs
+THRESHOLDS = pb.Thresholds(
+    percent=50.0,
+    absolute_us=200,
+    metrics=[pb.THRESHOLD_METRIC_TWO_WAY_MEAN, pb.THRESHOLD_METRIC_JITTER],
+)
 R1_PROBE_ADDRESS = "fcf0:12::1"  # r1's address on the r1-r2 link
 R3_REFLECTOR_ADDRESS = "fcf0:23::3"  # r3's address on the r2-r3 link
 
 
 def stamp_states(
-    lab: Lab, sender_key: bytes = b"", reflector_key: bytes = b"", delay_interval_ms: int = 0
+    lab: Lab,
+    sender_key: bytes = b"",
+    reflector_key: bytes = b"",
+    delay_interval_ms: int = 0,
+    computation_interval_ms: int = 0,
 ) -> dict[str, pb.NodeState]:
     """The scenario plus a STAMP session r1 -> r3 along h1-h2's SID list, replies along
-    h2-h1's (told to r3's reflector in the Return Path TLV)."""
+    h2-h1's (told to r3's reflector in the Return Path TLV), with a delay histogram, liveness
+    and delay thresholds (none of which changes what it sends); a computation interval needs
+    a delay interval."""
     states = desired_states(lab)
     states["r1"].sessions.append(
         pb.SenderSession(
@@ -120,6 +136,11 @@ def stamp_states(
             hmac_key=sender_key,
             policy="to-h2",
             reflector_node="r3",
+            histogram_edges_us=HISTOGRAM_EDGES_US,
+            burst_size=1,  # as GetState gives it back (0 means 1)
+            liveness=LIVENESS,
+            computation_interval_ms=computation_interval_ms,
+            thresholds=THRESHOLDS,
         )
     )
     states["r3"].reflector.CopyFrom(
