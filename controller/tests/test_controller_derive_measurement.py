@@ -145,16 +145,16 @@ def test_thresholds_turned_off_by_a_session_are_no_thresholds_message():
     assert not wire.HasField("thresholds")
 
 
-def test_a_delay_only_session_s_senders_name_no_flows_and_its_flows_stay_for_the_reflector():
-    """No Direct Measurement TLV, so no loss; the node manager's reflector steers replies only
-    for a reflector session naming monitored flows of its node, so the flows are placed."""
+def test_a_delay_only_session_names_no_flows_and_places_none():
+    """No Direct Measurement TLV, so no loss, and nothing of the data to mark or count: the
+    reflector session names no flows but still steers the replies into the return list."""
     delay_only = Session("d", "ecmp", "back", segment_list="b", ssids=(Probed("b", 3),), loss=False)
     fleet = fleet_of(delay_only)
-    assert monitored(fleet) == {"back", "ecmp/b"}
+    assert monitored(fleet) == set()
     states = node_states(fleet).states
     assert states["r1"].sessions == (sender("d", 3, VIA_R3, "", "ecmp", "b", reverse_flow=""),)
-    assert states["r4"].reflector == Reflector(PROBE["r4"], b"", (reflected(3, "ecmp/b"),))
-    assert [f.name for f in states["r3"].flows] == ["ecmp/b"]
+    assert states["r4"].reflector == Reflector(PROBE["r4"], b"", (reflected(3, "", back=""),))
+    assert all(not state.flows for state in states.values())
     (wire,) = state_to_proto(states["r1"]).sessions
     assert (wire.forward_flow, wire.reverse_flow) == ("", "")
     # a profile that measures delay only, and a session that measures loss all the same

@@ -7,12 +7,10 @@ segment list on the head-end, each with its own SSID and probes encapsulated in 
 segment list; the tail's Session-Reflector steers the replies of each SSID into the return
 segment list (RFC 9503 Return Path).
 
-A delay-only session (its settings' `loss` false) has senders that name no flows: its probes
-carry no Direct Measurement TLV and it reports no loss. Its segment lists' flows are placed all
-the same: the node manager's Session-Reflector steers an SSID's replies only for a reflector
-session, and a reflector session must name monitored flows of its node. So the forward and
-return flows are counted along their paths as for any session, and turning loss back on
-changes only the sender.
+A delay-only session (its settings' `loss` false) names no flows, at either end: its probes
+carry no Direct Measurement TLV, it reports no loss, and the segment lists it probes are not
+monitored flows for it (the data is neither marked nor counted, unless another session measures
+loss on them). Its reflector sessions still steer its replies into the return segment list.
 """
 
 from __future__ import annotations
@@ -73,6 +71,8 @@ def monitored(fleet: Fleet) -> set[str]:
 def _measured(fleet: Fleet) -> dict[str, tuple[Policy, SegmentList]]:
     out: dict[str, tuple[Policy, SegmentList]] = {}
     for session in fleet.sessions.values():
+        if not measurement(session, fleet).loss:
+            continue  # delay only: nothing to count
         forward = fleet.policies[session.policy]
         for leg in legs(session, fleet):
             out[forward.flow_name(leg.segment_list)] = (forward, leg.segment_list)
@@ -158,8 +158,8 @@ def _place_sessions(fleet: Fleet, placed: dict[str, _Placed]) -> None:
             reflected.setdefault(reflector.name, []).append(
                 ReflectorSession(
                     ssid=leg.ssid,
-                    forward_flow=flow,
-                    reverse_flow=back.flow_name(back_sl),
+                    forward_flow=flow if settings.loss else "",
+                    reverse_flow=back.flow_name(back_sl) if settings.loss else "",
                     return_paths=(ReturnPath(sender.probe_address, back_sl.segments),),
                 )
             )

@@ -212,7 +212,12 @@ def reflector(r: Reflector, flow_names: set[str]) -> Reflector:
     where = "reflector"
     sessions = []
     for s in r.sessions:
-        missing = {s.forward_flow, s.reverse_flow} - flow_names
+        if bool(s.forward_flow) != bool(s.reverse_flow):
+            raise InvalidArgument(
+                f"{where} session {s.ssid}: name both monitored flows (Direct Measurement) or "
+                "neither (delay only)"
+            )
+        missing = {s.forward_flow, s.reverse_flow} - flow_names - {""}
         if missing:
             raise InvalidArgument(
                 f"{where} session {s.ssid}: no monitored flow named "

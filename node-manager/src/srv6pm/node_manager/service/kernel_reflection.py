@@ -37,7 +37,9 @@ def kernel_reflection(
         clock_error_estimate(clock_synchronised),
         decap,
         period_ns,
-        tuple((s.ssid, s.forward_flow, s.reverse_flow) for s in reflector.sessions),
+        tuple(
+            (s.ssid, s.forward_flow, s.reverse_flow) for s in reflector.sessions if s.forward_flow
+        ),
         tuple(
             (r.sender_address, s.ssid, r.segments)
             for s in reflector.sessions
