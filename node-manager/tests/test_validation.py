@@ -155,6 +155,7 @@ def test_segment_lists_are_named_weighted_and_distinct():
         ((SegmentList("", a, 257), SegmentList("", b)), {}, "weight 257 is not 1 to 256"),
         ((SegmentList("", a), SegmentList("", b)), {"mode": EncapMode.INLINE}, "encap or"),
         ((SegmentList("", a),), {"segments": a}, "segments or segment_lists, not both"),
+        ((SegmentList("", a), SegmentList("", b)), {"device": "eth0"}, "take no device"),
     ):
         with pytest.raises(InvalidArgument, match=error):
             validation.node_state(_policy(*lists, **kw))

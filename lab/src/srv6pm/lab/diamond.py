@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import records_pb2
 
-from .fleet import Api
+from .fleet import Api, register_nodes
 from .lab import Lab
 
 H1 = "fd00:1::2"
@@ -237,17 +237,7 @@ def register(
 ) -> None:
     """The diamond's routers as nodes, their SIDs, the policies, and a measurement profile:
     a probe every 100 ms, liveness (down after 3 missed), delay histogram bins."""
-    for router in lab.topology.routers:
-        host = HOST_OF.get(router)
-        api.post(
-            "/v1/nodes",
-            {
-                "name": router,
-                "endpoint": lab.grpc_address(router),
-                "probe_address": PROBE_ADDRESSES[router],
-                "boundary_interfaces": [lab.interface(router, host)] if host else [],
-            },
-        )
+    register_nodes(api, lab, PROBE_ADDRESSES, HOST_OF)
     for sid in REST_SIDS:
         api.post("/v1/local-sids", sid)
     for policy in REST_POLICIES:

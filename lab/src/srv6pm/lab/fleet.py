@@ -79,21 +79,29 @@ class Api:
 
 def register(api: Api, lab: Lab) -> None:
     """The lab's routers as nodes, with their SIDs and the two policies."""
+    register_nodes(api, lab, PROBE_ADDRESSES, HOST_OF)
+    for sid in SIDS:
+        api.post("/v1/local-sids", sid)
+    for policy in POLICIES:
+        api.post("/v1/policies", policy)
+
+
+def register_nodes(
+    api: Api, lab: Lab, probe_addresses: dict[str, str], host_of: dict[str, str]
+) -> None:
+    """The lab's routers as nodes: their STAMP address, and the interfaces toward hosts as the
+    domain's boundary."""
     for router in lab.topology.routers:
-        host = HOST_OF.get(router)
+        host = host_of.get(router)
         api.post(
             "/v1/nodes",
             {
                 "name": router,
                 "endpoint": lab.grpc_address(router),
-                "probe_address": PROBE_ADDRESSES[router],
+                "probe_address": probe_addresses[router],
                 "boundary_interfaces": [lab.interface(router, host)] if host else [],
             },
         )
-    for sid in SIDS:
-        api.post("/v1/local-sids", sid)
-    for policy in POLICIES:
-        api.post("/v1/policies", policy)
 
 
 def add_sessions(api: Api, names: tuple[str, ...] = ("h1-h2",), **settings: Any) -> None:

@@ -250,6 +250,10 @@ class PolicyIn(Strict):
             raise ValueError("l2encap needs a device")
         if (self.segments is None) == (self.segment_lists is None):
             raise ValueError("give segments (one SID list) or segment_lists, not both or none")
+        if self.device and self.segment_lists and len(self.segment_lists) > 1:
+            raise ValueError(
+                "several segment lists take no device (each next hop goes toward its first SID)"
+            )
         return self
 
 

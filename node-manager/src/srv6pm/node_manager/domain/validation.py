@@ -109,6 +109,11 @@ def policy(p: SrPolicy) -> SrPolicy:
     lists = _segment_lists(p, where)
     if len(lists) > 1 and p.mode in (EncapMode.INLINE, EncapMode.L2ENCAP):
         raise InvalidArgument(f"{where}: several segment lists need encap or encap-red mode")
+    if len(lists) > 1 and p.device:
+        raise InvalidArgument(
+            f"{where}: several segment lists take no device (each next hop goes toward its "
+            "list's first SID)"
+        )
     # One segment list is a plain policy: its name is only a label, its weight meaningless.
     segments = lists[0].segments if len(lists) == 1 else () if lists else p.segments
     return replace(
