@@ -291,7 +291,7 @@ def test_a_session_s_liveness_is_its_state_now_and_its_changes(lab, reader):
     one = reader.get("/v1/sessions/s1/liveness", segment_list="sl1", **window(limit=2)).json()
     assert one["current"] == [change(3)]
     assert one["changes"] == [change(1), change(2)]
-    assert one["next_start"] == EVENTS[2][2] + 1
+    assert one["next_start"] == EVENTS[3][2]  # the next page starts at the next change
     rest = reader.get(
         "/v1/sessions/s1/liveness", segment_list="sl1", start=one["next_start"], end=window()["end"]
     ).json()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapters.influx import InfluxResults
+from .paging import page_by_time
 from .results import Scope, Window
 
 STATES = {1: "up", 0: "down"}
@@ -47,13 +48,17 @@ class LivenessService:
         found = [_change(row) for row in rows]
         return sorted(found, key=lambda c: (c["session"], c["segment_list"]))
 
-    def changes(self, scope: Scope, window: Window) -> list[dict[str, Any]]:
-        """The changes in [start, end), oldest first, at most `window.limit` of them."""
+    def changes(self, scope: Scope, window: Window) -> tuple[list[dict[str, Any]], int | None]:
+        """The changes in [start, end), oldest first, a page of at most `window.limit` that
+        never splits one time (paging.page_by_time), and where the next page starts."""
+        # LIMIT applies per series: each series' first `limit` + 1 hold the first of all
         rows = self._influx.rows(
             f"SELECT {FIELDS} FROM liveness WHERE {scope.where()} "
             f"AND time >= {window.start_ns} AND time < {window.end_ns} {SERIES} "
-            f"ORDER BY time ASC LIMIT {window.limit}"
+            f"ORDER BY time ASC LIMIT {window.limit + 1}"
         )
-        found = [_change(row) for row in rows]
-        found.sort(key=lambda c: (c["at_ns"], c["session"], c["segment_list"]))
-        return found[: window.limit]
+        found = sorted(
+            (_change(row) for row in rows),
+            key=lambda c: (c["at_ns"], c["session"], c["segment_list"]),
+        )
+        return page_by_time(found, window.limit)

@@ -17,6 +17,7 @@ from typing import Any
 from srv6pm.common.influxql import string_literal
 
 from ..adapters.influx import InfluxResults
+from .paging import page_by_time
 from .results import Scope, Window
 
 FIELDS = "value_ns, reference_ns, first, accelerated"
@@ -63,22 +64,12 @@ class ThresholdEventService:
     def events(
         self, scope: Scope, window: Window, metric: str | None = None
     ) -> tuple[list[dict[str, Any]], int | None]:
-        """The events in [start, end), oldest first, at most `window.limit` of them, and where
-        the next page starts (None: no more). A page ends between two times, never inside one,
-        so events at the same time are never split between pages (unless one time alone holds
-        more than a page: then the page holds them all)."""
+        """The events in [start, end), oldest first, a page of at most `window.limit` that never
+        splits one time (paging.page_by_time), and where the next page starts."""
         # LIMIT applies per series: each series' first `limit` + 1 hold the first of all
         rows = self._influx.rows(
             f"SELECT {FIELDS} FROM threshold WHERE {self._where(scope, metric)} "
             f"AND time >= {window.start_ns} AND time < {window.end_ns} {SERIES} "
             f"ORDER BY time ASC LIMIT {window.limit + 1}"
         )
-        found = sorted((_event(row) for row in rows), key=_order)
-        if len(found) <= window.limit:
-            return found, None
-        following = found[window.limit]["at_ns"]
-        page = [e for e in found[: window.limit] if e["at_ns"] < following]
-        if not page:
-            page = [e for e in found if e["at_ns"] == following]
-            return page, following + 1
-        return page, following
+        return page_by_time(sorted((_event(row) for row in rows), key=_order), window.limit)

@@ -21,9 +21,7 @@ def _liveness(
     svc: Svc, scope: Scope, start: int | None, end: int | None, limit: int
 ) -> dict[str, Any]:
     span = window(start, end, limit, -1)
-    changes = svc.liveness.changes(scope, span)
-    # a full page: the next starts after its last change
-    next_start = changes[-1]["at_ns"] + 1 if len(changes) == limit else None
+    changes, next_start = svc.liveness.changes(scope, span)
     return {
         "current": svc.liveness.current(scope),
         "changes": changes,
