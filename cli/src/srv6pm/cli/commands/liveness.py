@@ -14,7 +14,7 @@ from rich.text import Text
 from ..client import path
 from ..common import state
 from ..render import cell, table
-from .results import NS, SegmentList, Since, Until, filters, window
+from .results import NS, SegmentList, Since, Until, filters, since_of, window
 
 app = typer.Typer(
     help="Liveness of the probed segment lists: up or down now, and the changes.",
@@ -60,8 +60,8 @@ def _render(body: dict[str, Any], title: str) -> Iterator[RenderableType]:
         ),
     )  # fmt: skip
     if body["next_start"] is not None:
-        since = datetime.fromtimestamp(body["next_start"] / NS, UTC).isoformat()
-        yield Text(f"{len(changes)} changes; more: --since {since}", style="yellow")
+        more = since_of(body["next_start"], at_item=True)
+        yield Text(f"{len(changes)} changes; more: --since {more}", style="yellow")
     else:
         yield Text(f"{len(changes)} changes", style="dim")
 

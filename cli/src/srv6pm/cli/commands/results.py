@@ -82,10 +82,12 @@ def window(since: str, until: str | None) -> tuple[int, int]:
     return start, end
 
 
-def since_of(ns: int) -> str:
-    """A --since that starts at `ns` or at most 1 µs later (an ISO time keeps µs): rounded up,
-    so a page's next start never repeats its last item."""
-    us = -(-ns // 1000)
+def since_of(ns: int, at_item: bool = False) -> str:
+    """A --since for a page that starts at `ns` (an ISO time keeps µs). A start just after the
+    last item shown (`at_item` false) is rounded up, so it never repeats that item; a start at
+    the next item's own time is rounded down, so it never skips it (it may repeat one of the
+    same microsecond)."""
+    us = ns // 1000 if at_item else -(-ns // 1000)
     at = datetime.fromtimestamp(us // 10**6, UTC).replace(microsecond=us % 10**6)
     return at.isoformat()
 

@@ -69,7 +69,7 @@ def _render(body: dict[str, Any], title: str) -> Iterator[RenderableType]:
     events = body["events"]
     yield table("events", COLUMNS, (_row(e) for e in events))
     if body["next_start"] is not None:
-        more = since_of(body["next_start"])
+        more = since_of(body["next_start"], at_item=True)
         yield Text(f"{len(events)} events; more: --since {more}", style="yellow")
     else:
         yield Text(f"{len(events)} events", style="dim")
