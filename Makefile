@@ -4,11 +4,14 @@ PYTHON ?= $(shell python3 scripts/python-for-make.py)
 PROTO_OUT := proto/src
 BPF_SRC := node-manager/bpf
 BPF_OUT := node-manager/src/srv6pm/node_manager/bpf
+VPP_PLUGIN_SRC := node-manager/vpp-plugin
+VPP_PLUGIN_BUILD := build/vpp-plugin
+VPP_PLUGIN_OUT := node-manager/src/srv6pm/node_manager/drivers/vpp/plugin
 PACKAGES := proto common twamp node-manager collector controller cli lab dashboards
 # What `make demo` runs: the lab, its node managers, the collector, the controller and the CLI.
 DEMO_PACKAGES := proto common twamp node-manager collector controller cli lab
 
-.PHONY: deps demo-deps peers servers install demo-install python proto bpf lint test test-unit demo bench clean
+.PHONY: deps demo-deps peers servers install demo-install python proto bpf vpp-plugin lint test test-unit demo bench clean
 
 deps:
 	bash scripts/install-deps.sh
@@ -32,11 +35,11 @@ servers:
 	bash scripts/install-kube.sh
 	bash scripts/install-compose.sh
 
-install: deps python proto bpf
+install: deps python proto bpf vpp-plugin
 	$(PYTHON) -m pip install -q $(foreach p,$(PACKAGES),-e ./$(p)) -r requirements-dev.txt
 
 # Only what the demo runs: no linters, no test tools, no kube-apiserver, helm or compose.
-demo-install: demo-deps python proto bpf
+demo-install: demo-deps python proto bpf vpp-plugin
 	$(PYTHON) -m pip install -q $(foreach p,$(DEMO_PACKAGES),-e ./$(p))
 	bash scripts/install-kafka.sh
 	bash scripts/install-influxdb.sh
@@ -52,6 +55,18 @@ proto: python
 
 bpf:
 	$(MAKE) -C $(BPF_SRC) OUT=$(abspath $(BPF_OUT))
+
+# VPP (installed from a release build when missing: scripts/install-vpp.sh) and srv6pm's VPP
+# plugin, built with VPP's development kit; the plugin and its API file go where the vpp driver
+# and the lab's VPP routers load them.
+vpp-plugin:
+	bash scripts/install-vpp.sh
+	cmake -S $(VPP_PLUGIN_SRC) -B $(VPP_PLUGIN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH=/opt/vpp -Wno-dev > /dev/null
+	# vppapigen runs the first python3 on PATH: Debian's, which has python3-ply
+	PATH=/usr/bin:$$PATH ninja -C $(VPP_PLUGIN_BUILD) --quiet
+	mkdir -p $(VPP_PLUGIN_OUT)
+	cp $(VPP_PLUGIN_BUILD)/lib/vpp_plugins/srv6pm_plugin.so $(VPP_PLUGIN_BUILD)/srv6pm/srv6pm.api.json $(VPP_PLUGIN_OUT)/
 
 lint: install
 	$(PYTHON) -m ruff check .
@@ -74,7 +89,7 @@ bench: install
 	$(PYTHON) -m bench.forwarding
 
 clean:
-	rm -rf $(PROTO_OUT) $(BPF_OUT)/*.o
+	rm -rf $(PROTO_OUT) $(BPF_OUT)/*.o $(VPP_PLUGIN_BUILD) $(VPP_PLUGIN_OUT)
 
 # The whole stack with Docker Compose (docs/DEPLOY.md): the lab PKI and .env made if missing,
 # images built, every health check waited for, the lab r1 - r2 - r3 registered. Needs Docker.

@@ -1,0 +1,143 @@
+/*
+ * srv6pm: alternate marking (RFC 9341) and exact per-flow, per-colour counting of SRv6 policies
+ * in VPP, the same marks and counts as srv6pm's eBPF programs on Linux routers
+ * (node-manager/bpf/monitor.c), so Linux and VPP nodes measure one flow together.
+ *
+ * Three feature nodes:
+ *  - srv6pm-mark  (ip6-output of the ingress node's interfaces, after H.Encaps and the rewrite):
+ *                 finds the flow by its SID list, marks the colour of the current block (AltMark
+ *                 option in a Destination Options header before the SRH, or DSCP bits) and counts.
+ *  - srv6pm-count (ip6-unicast of transit and egress nodes' interfaces, before the lookup and so
+ *                 before an End.DT/DX decapsulates): counts marked packets per colour by FlowMonID
+ *                 or, in DSCP mode, by SID list.
+ *  - srv6pm-guard (ip6-unicast of the domain's boundary interfaces, before srv6pm-count):
+ *                 neutralises marks that arrive from outside (AltMark -> PadN, DSCP bits cleared).
+ */
+#ifndef included_srv6pm_h
+#define included_srv6pm_h
+
+#include <vnet/vnet.h>
+#include <vnet/ip/ip6_packet.h>
+#include <vnet/ip/format.h>
+#include <vnet/srv6/sr_packet.h>
+
+#define SRV6PM_MAX_SEGMENTS 16
+#define SRV6PM_MAX_FLOWS    65536
+#define SRV6PM_MAX_FLOWMON  (1 << 20) /* FlowMonID is 20 bits (RFC 9343) */
+
+#define SRV6PM_IP6OPT_PAD1    0x00
+#define SRV6PM_IP6OPT_PADN    0x01
+#define SRV6PM_IP6OPT_ALTMARK 0x12 /* RFC 9343 (IANA Destination and Hop-by-Hop Options) */
+#define SRV6PM_ALTMARK_LEN    4
+#define SRV6PM_DOH_LEN	      8 /* next header, length, option type and length, 4 octets */
+#define SRV6PM_MAX_EXT_HEADERS 8
+#define SRV6PM_MAX_OPTIONS     8
+
+typedef enum
+{
+  SRV6PM_ROLE_NONE = 0,
+  SRV6PM_ROLE_INGRESS = 1,
+  SRV6PM_ROLE_TRANSIT = 2,
+  SRV6PM_ROLE_EGRESS = 3,
+} srv6pm_role_t;
+
+typedef enum
+{
+  SRV6PM_MODE_ALTMARK = 1,
+  SRV6PM_MODE_DSCP = 2,
+} srv6pm_mode_t;
+
+typedef enum
+{
+  SRV6PM_HOOK_MARK = 1,
+  SRV6PM_HOOK_COUNT = 2,
+  SRV6PM_HOOK_GUARD = 3,
+  SRV6PM_N_HOOKS,
+} srv6pm_hook_t;
+
+/* What a node saw but could not count for a flow: the same reasons, in the same order, as the
+ * eBPF programs' (maps.Reason), /srv6pm/packets in the stats segment. */
+#define foreach_srv6pm_reason                                                 \
+  _ (NOT_SRV6, "not SRv6: neither an SRH nor our mark")                      \
+  _ (UNMARKED, "SRv6 without our mark: a policy not monitored")              \
+  _ (NO_FLOW, "SID list or FlowMonID of no flow of this node")               \
+  _ (PARSE_ERROR, "truncated or malformed headers")                          \
+  _ (FOREIGN_MARK, "arrived already marked")                                 \
+  _ (MARK_FAILED, "AltMark option not inserted: no room or over the MTU")    \
+  _ (COUNTED, "counted for a flow")
+
+typedef enum
+{
+#define _(sym, str) SRV6PM_REASON_##sym,
+  foreach_srv6pm_reason
+#undef _
+    SRV6PM_N_REASONS,
+} srv6pm_reason_t;
+
+typedef struct
+{
+  /* SRH order (segments[0] is the last segment), as packets carry them */
+  ip6_address_t segments[SRV6PM_MAX_SEGMENTS];
+  u64 key; /* srv6pm_sids_key() of segments */
+  u32 flowmon_id;
+  u8 n_segments;
+  u8 role; /* srv6pm_role_t; NONE: a free slot */
+} srv6pm_flow_t;
+
+typedef struct
+{
+  u64 period_ns; /* 0: not configured, nothing is marked or counted */
+  u64 instance_id;
+  u8 mode; /* srv6pm_mode_t */
+  u8 monitored_bit;
+  u8 colour_bit;
+
+  srv6pm_flow_t *flows; /* vector indexed by slot */
+  u32 n_flows;
+  uword *slot_by_key;	/* srv6pm_sids_key() -> slot, flows found by SID list */
+  u32 *slot_by_flowmon; /* FlowMonID -> slot + 1 (0: none), transit and egress flows */
+
+  vlib_combined_counter_main_t counters; /* slot * 2 + colour */
+  vlib_simple_counter_main_t reasons;	 /* srv6pm_reason_t */
+  uword *hooks[SRV6PM_N_HOOKS];		 /* bitmap of sw_if_index per hook */
+
+  u16 msg_id_base;
+  vnet_main_t *vnet_main;
+} srv6pm_main_t;
+
+extern srv6pm_main_t srv6pm_main;
+extern vlib_node_registration_t srv6pm_mark_node;
+extern vlib_node_registration_t srv6pm_count_node;
+extern vlib_node_registration_t srv6pm_guard_node;
+
+/* The flow key: a SID list (SRH order) folded into 64 bits, as the eBPF programs and
+ * domain/flowkey.py fold it. It only spreads flows: the whole list is compared before a
+ * packet is counted. */
+#define SRV6PM_KEY_SEED	      0x9e3779b97f4a7c15ULL
+#define SRV6PM_KEY_MULTIPLIER 0xff51afd7ed558ccdULL
+
+static_always_inline u64
+srv6pm_mix (u64 h, u64 word)
+{
+  h = (h ^ word) * SRV6PM_KEY_MULTIPLIER;
+  return h ^ (h >> 32);
+}
+
+static_always_inline u64
+srv6pm_sids_key (const ip6_address_t *sids, u32 n)
+{
+  u64 h = SRV6PM_KEY_SEED ^ n;
+  for (u32 i = 0; i < n; i++)
+    h = srv6pm_mix (srv6pm_mix (h, clib_mem_unaligned (&sids[i].as_u64[0], u64)),
+		    clib_mem_unaligned (&sids[i].as_u64[1], u64));
+  return h;
+}
+
+int srv6pm_config_set (u64 period_ns, u8 mode, u8 monitored_bit, u8 colour_bit);
+int srv6pm_flow_add (u32 slot, u8 role, u32 flowmon_id, const ip6_address_t *travel_order,
+		     u8 n_segments);
+int srv6pm_flow_del (u32 slot);
+int srv6pm_hook_enable_disable (u32 sw_if_index, u8 hook, int enable);
+u64 srv6pm_reason_total (srv6pm_reason_t reason);
+
+#endif /* included_srv6pm_h */

@@ -1,0 +1,201 @@
+/*
+ * srv6pm plugin: binary API handlers (srv6pm.api).
+ */
+#include <vnet/vnet.h>
+#include <vnet/ip/ip_types_api.h>
+#include <vnet/format_fns.h>
+#include <vlibapi/api.h>
+#include <vlibmemory/api.h>
+#include <srv6pm/srv6pm.h>
+
+#include <srv6pm/srv6pm.api_enum.h>
+#include <srv6pm/srv6pm.api_types.h>
+
+#define REPLY_MSG_ID_BASE srv6pm_main.msg_id_base
+#include <vlibapi/api_helper_macros.h>
+
+static void
+vl_api_srv6pm_config_set_t_handler (vl_api_srv6pm_config_set_t *mp)
+{
+  vl_api_srv6pm_config_set_reply_t *rmp;
+  int rv = srv6pm_config_set (clib_net_to_host_u64 (mp->period_ns), mp->mode, mp->monitored_bit,
+			      mp->colour_bit);
+
+  REPLY_MACRO (VL_API_SRV6PM_CONFIG_SET_REPLY);
+}
+
+static void
+vl_api_srv6pm_config_get_t_handler (vl_api_srv6pm_config_get_t *mp)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_srv6pm_config_get_reply_t *rmp;
+  int rv = 0;
+
+  REPLY_MACRO2 (VL_API_SRV6PM_CONFIG_GET_REPLY, ({
+		  rmp->period_ns = clib_host_to_net_u64 (sm->period_ns);
+		  rmp->mode = sm->mode;
+		  rmp->monitored_bit = sm->monitored_bit;
+		  rmp->colour_bit = sm->colour_bit;
+		  rmp->instance_id = clib_host_to_net_u64 (sm->instance_id);
+		  rmp->max_flows = clib_host_to_net_u32 (SRV6PM_MAX_FLOWS);
+		  rmp->n_flows = clib_host_to_net_u32 (sm->n_flows);
+		}));
+}
+
+static void
+vl_api_srv6pm_flow_add_del_t_handler (vl_api_srv6pm_flow_add_del_t *mp)
+{
+  vl_api_srv6pm_flow_add_del_reply_t *rmp;
+  ip6_address_t segments[SRV6PM_MAX_SEGMENTS];
+  u32 slot = clib_net_to_host_u32 (mp->slot);
+  int rv;
+
+  if (!mp->is_add)
+    rv = srv6pm_flow_del (slot);
+  else if (mp->n_segments < 1 || mp->n_segments > SRV6PM_MAX_SEGMENTS)
+    rv = VNET_API_ERROR_INVALID_VALUE_3;
+  else
+    {
+      for (u32 i = 0; i < mp->n_segments; i++)
+	ip6_address_decode (mp->segments[i], &segments[i]);
+      rv = srv6pm_flow_add (slot, mp->role, clib_net_to_host_u32 (mp->flowmon_id), segments,
+			    mp->n_segments);
+    }
+  REPLY_MACRO (VL_API_SRV6PM_FLOW_ADD_DEL_REPLY);
+}
+
+static void
+vl_api_srv6pm_flow_dump_t_handler (vl_api_srv6pm_flow_dump_t *mp)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_registration_t *reg = vl_api_client_index_to_registration (mp->client_index);
+  srv6pm_flow_t *f;
+
+  if (!reg)
+    return;
+  vec_foreach (f, sm->flows)
+    {
+      if (!f->role)
+	continue;
+      vl_api_srv6pm_flow_details_t *rmp = vl_msg_api_alloc_zero (sizeof (*rmp));
+      rmp->_vl_msg_id = htons (VL_API_SRV6PM_FLOW_DETAILS + sm->msg_id_base);
+      rmp->context = mp->context;
+      rmp->slot = clib_host_to_net_u32 (f - sm->flows);
+      rmp->role = f->role;
+      rmp->flowmon_id = clib_host_to_net_u32 (f->flowmon_id);
+      rmp->n_segments = f->n_segments;
+      for (u32 i = 0; i < f->n_segments; i++) /* travel order */
+	ip6_address_encode (&f->segments[f->n_segments - 1 - i], rmp->segments[i]);
+      vl_api_send_msg (reg, (u8 *) rmp);
+    }
+}
+
+static void
+srv6pm_send_counters (vl_api_registration_t *reg, u32 context, u32 slot)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_srv6pm_counters_details_t *rmp = vl_msg_api_alloc_zero (sizeof (*rmp));
+  vlib_counter_t c;
+
+  rmp->_vl_msg_id = htons (VL_API_SRV6PM_COUNTERS_DETAILS + sm->msg_id_base);
+  rmp->context = context;
+  rmp->slot = clib_host_to_net_u32 (slot);
+  for (u32 colour = 0; colour < 2; colour++)
+    {
+      vlib_get_combined_counter (&sm->counters, 2 * slot + colour, &c);
+      rmp->packets[colour] = clib_host_to_net_u64 (c.packets);
+      rmp->bytes[colour] = clib_host_to_net_u64 (c.bytes);
+    }
+  vl_api_send_msg (reg, (u8 *) rmp);
+}
+
+static void
+vl_api_srv6pm_counters_dump_t_handler (vl_api_srv6pm_counters_dump_t *mp)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_registration_t *reg = vl_api_client_index_to_registration (mp->client_index);
+  u32 slot = clib_net_to_host_u32 (mp->slot);
+  srv6pm_flow_t *f;
+
+  if (!reg)
+    return;
+  if (slot != ~0)
+    {
+      if (slot < vec_len (sm->flows) && sm->flows[slot].role)
+	srv6pm_send_counters (reg, mp->context, slot);
+      return;
+    }
+  vec_foreach (f, sm->flows)
+    if (f->role)
+      srv6pm_send_counters (reg, mp->context, f - sm->flows);
+}
+
+static void
+vl_api_srv6pm_interface_enable_disable_t_handler (vl_api_srv6pm_interface_enable_disable_t *mp)
+{
+  vl_api_srv6pm_interface_enable_disable_reply_t *rmp;
+  int rv;
+
+  VALIDATE_SW_IF_INDEX (mp);
+  rv = srv6pm_hook_enable_disable (clib_net_to_host_u32 (mp->sw_if_index), mp->hook,
+				   mp->enable);
+  BAD_SW_IF_INDEX_LABEL;
+  REPLY_MACRO (VL_API_SRV6PM_INTERFACE_ENABLE_DISABLE_REPLY);
+}
+
+static void
+vl_api_srv6pm_interface_dump_t_handler (vl_api_srv6pm_interface_dump_t *mp)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_registration_t *reg = vl_api_client_index_to_registration (mp->client_index);
+
+  if (!reg)
+    return;
+  for (u8 hook = SRV6PM_HOOK_MARK; hook < SRV6PM_N_HOOKS; hook++)
+    {
+      u32 sw_if_index;
+      clib_bitmap_foreach (sw_if_index, sm->hooks[hook])
+	{
+	  vl_api_srv6pm_interface_details_t *rmp = vl_msg_api_alloc_zero (sizeof (*rmp));
+	  rmp->_vl_msg_id = htons (VL_API_SRV6PM_INTERFACE_DETAILS + sm->msg_id_base);
+	  rmp->context = mp->context;
+	  rmp->sw_if_index = clib_host_to_net_u32 (sw_if_index);
+	  rmp->hook = hook;
+	  vl_api_send_msg (reg, (u8 *) rmp);
+	}
+    }
+}
+
+static void
+srv6pm_fill_stats (vl_api_srv6pm_stats_get_reply_t *rmp)
+{
+#define _(sym, field) rmp->field = clib_host_to_net_u64 (srv6pm_reason_total (SRV6PM_REASON_##sym));
+  _ (COUNTED, counted)
+  _ (NOT_SRV6, not_srv6)
+  _ (UNMARKED, unmarked)
+  _ (NO_FLOW, no_flow)
+  _ (PARSE_ERROR, parse_error)
+  _ (FOREIGN_MARK, foreign_mark)
+  _ (MARK_FAILED, mark_failed)
+#undef _
+}
+
+static void
+vl_api_srv6pm_stats_get_t_handler (vl_api_srv6pm_stats_get_t *mp)
+{
+  vl_api_srv6pm_stats_get_reply_t *rmp;
+  int rv = 0;
+
+  REPLY_MACRO2 (VL_API_SRV6PM_STATS_GET_REPLY, ({ srv6pm_fill_stats (rmp); }));
+}
+
+#include <srv6pm/srv6pm.api.c>
+
+static clib_error_t *
+srv6pm_api_init (vlib_main_t *vm)
+{
+  srv6pm_main.msg_id_base = setup_message_id_table ();
+  return 0;
+}
+
+VLIB_INIT_FUNCTION (srv6pm_api_init);
