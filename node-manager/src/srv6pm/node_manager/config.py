@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     )
     driver: str = Field(
         registry.DEFAULT,
-        description="Data plane driver: linux (netlink routes, eBPF marking and counting). "
+        description="Data plane driver: linux (netlink routes, eBPF marking and counting) or "
+        "vpp (a VPP router: its binary API, srv6pm's VPP plugin for marking and counting). "
         "An unknown name stops the start with the list of known drivers.",
     )
     netns: str = Field("", description="Network namespace to program ('' = our own).")
@@ -54,6 +55,34 @@ class Settings(BaseSettings):
         "that steer STAMP probes (+ SSID) and replies (+ 65536 + SSID) into the segment list "
         "they measure; a multiple of 131072. Move it if something else on the host uses marks "
         "in that range.",
+    )
+    vpp_api_socket: Path = Field(
+        Path("/run/vpp/api.sock"),
+        description="vpp driver: VPP's binary API socket (its startup configuration's "
+        "socksvr socket-name).",
+    )
+    vpp_stats_socket: Path = Field(
+        Path("/run/vpp/stats.sock"),
+        description="vpp driver: VPP's stats segment socket (statseg socket-name). The "
+        "driver reads counters through the binary API; this is where other readers (the "
+        "lab, an exporter) find the stats segment.",
+    )
+    vpp_api_dir: Path = Field(
+        Path("/opt/vpp/share/vpp/api"),
+        description="vpp driver: VPP's API definitions (*.api.json, searched recursively); "
+        "srv6pm's plugin's own come from the package (make vpp-plugin).",
+    )
+    vpp_bsid_prefix: str = Field(
+        "fcff:5336::/64",
+        description="vpp driver: the binding SIDs it gives its SR policies (the lowest free "
+        "address after the first). Policies with a BSID in this range are srv6pm's, "
+        "and only those are listed, changed or removed: move it if VPP's own configuration "
+        "uses these addresses.",
+    )
+    vpp_encap_source: str = Field(
+        "",
+        description="vpp driver: outer source address of H.Encaps ('' = an address of the "
+        "interface toward the first SID, or VPP's `set sr encaps source` if it has none).",
     )
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     clock_sync: Literal["auto", "yes", "no"] = Field(
@@ -109,6 +138,27 @@ class Settings(BaseSettings):
             return registry.check(value)
         except registry.UnknownDriver as e:
             raise ValueError(str(e)) from None
+
+    @field_validator("vpp_bsid_prefix")
+    @classmethod
+    def _bsid_range(cls, value: str) -> str:
+        try:
+            prefix = ipaddress.IPv6Network(value)
+        except ValueError as e:
+            raise ValueError(f"vpp_bsid_prefix {value!r} is not an IPv6 prefix: {e}") from None
+        if prefix.prefixlen > 120:
+            raise ValueError(f"vpp_bsid_prefix {value!r}: give at least 256 addresses (/120)")
+        return prefix.compressed
+
+    @field_validator("vpp_encap_source")
+    @classmethod
+    def _encap_source(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            return ipaddress.IPv6Address(value).compressed
+        except ValueError:
+            raise ValueError(f"vpp_encap_source {value!r} is not an IPv6 address") from None
 
     @field_validator("kafka_config", mode="before")
     @classmethod

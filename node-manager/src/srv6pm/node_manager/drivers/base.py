@@ -163,6 +163,21 @@ class NamespacedSockets(Protocol):
         ...
 
 
+class CounterEpoch(Protocol):
+    """Counters that can begin again from zero while the node manager runs (VPP: a restart of
+    VPP alone). Without it, counters only ever grow (modulo their width)."""
+
+    def counter_epoch(self) -> int:
+        """Which life of the counters is current: another value than before means every
+        counter began again from zero in between, so no difference spans the two."""
+        ...
+
+
+@runtime_checkable
+class OffersCounterEpoch(CounterEpoch, Protocol):
+    """A driver whose counters have epochs."""
+
+
 @runtime_checkable
 class OffersKernelReflector(Protocol):
     def kernel_reflector(self) -> KernelReflector | None: ...
@@ -181,3 +196,8 @@ def kernel_reflector(driver: DataPlaneDriver) -> KernelReflector | None:
 def namespaced_sockets(driver: DataPlaneDriver) -> NamespacedSockets | None:
     """Where the driver's sockets live, if not where the node manager runs."""
     return driver.namespaced_sockets() if isinstance(driver, OffersNamespacedSockets) else None
+
+
+def counter_epoch(driver: DataPlaneDriver) -> int | None:
+    """The driver's current counter epoch, if its counters have epochs."""
+    return driver.counter_epoch() if isinstance(driver, OffersCounterEpoch) else None

@@ -13,6 +13,7 @@ from .base import DataPlaneDriver, DriverSettings
 DEFAULT = "linux"
 DRIVERS: Mapping[str, str] = {
     "linux": "srv6pm.node_manager.drivers.linux.driver",  # netlink routes, eBPF on tc
+    "vpp": "srv6pm.node_manager.drivers.vpp.driver",  # VPP's binary API, srv6pm's VPP plugin
 }
 
 

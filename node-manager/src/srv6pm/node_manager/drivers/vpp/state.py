@@ -1,0 +1,96 @@
+"""What the vpp driver keeps in the state directory (vpp-state.json), written before VPP is
+changed: the local SIDs it created, its monitored flows and their counter slots, the marking,
+and which VPP (boot) they were installed in. VPP itself keeps nothing across its restarts."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from srv6pm.common.srv6 import MarkingMode, Role
+
+from ...domain.model import Marking, MonitoredFlow
+
+STATE_FILE = "vpp-state.json"
+
+
+@dataclass(frozen=True)
+class InstalledFlow:
+    """A monitored flow and the plugin's counter slot it holds."""
+
+    name: str
+    segments: tuple[str, ...]
+    role: Role
+    interfaces: tuple[str, ...]
+    slot: int
+    flowmon_id: int = 0
+
+    def spec(self) -> MonitoredFlow:
+        return MonitoredFlow(self.name, self.segments, self.role, self.interfaces, self.flowmon_id)
+
+
+@dataclass(frozen=True)
+class DriverState:
+    """`boot` identifies the VPP that holds what is listed ("" : none yet)."""
+
+    boot: str = ""
+    local_sids: frozenset[str] = frozenset()
+    flows: tuple[InstalledFlow, ...] = ()
+    marking: Marking = field(default_factory=Marking)
+
+
+class StateFile:
+    """The driver's state, replaced (never mutated) and saved atomically on every change."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self._path = state_dir / STATE_FILE
+        self.current = _load(self._path) if self._path.exists() else DriverState()
+
+    def save(self, state: DriverState) -> None:
+        data = {
+            "boot": state.boot,
+            "local_sids": sorted(state.local_sids),
+            "flows": [asdict(f) for f in state.flows],
+            "marking": asdict(state.marking),
+        }
+        tmp = self._path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, self._path)
+        self.current = state
+
+    def update(self, **changes: object) -> DriverState:
+        """Save the current state with `changes`; the new state."""
+        new = replace(self.current, **changes)  # type: ignore[arg-type]
+        self.save(new)
+        return new
+
+
+def _load(path: Path) -> DriverState:
+    data = json.loads(path.read_text())
+    marking = data.get("marking") or {}
+    return DriverState(
+        boot=str(data.get("boot", "")),
+        local_sids=frozenset(data.get("local_sids", ())),
+        flows=tuple(
+            InstalledFlow(
+                f["name"],
+                tuple(f["segments"]),
+                Role(f["role"]),
+                tuple(f["interfaces"]),
+                int(f["slot"]),
+                int(f.get("flowmon_id", 0)),
+            )
+            for f in data.get("flows", ())
+        ),
+        marking=Marking(
+            MarkingMode(marking["mode"]),
+            int(marking["monitored_bit"]),
+            int(marking["colour_bit"]),
+            tuple(marking["boundary_interfaces"]),
+        )
+        if marking
+        else Marking(),
+    )
