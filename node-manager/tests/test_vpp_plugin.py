@@ -1,0 +1,318 @@
+"""srv6pm's VPP plugin on a real VPP, through its binary API, with packets on the wire.
+
+h1 - r (VPP) - h2: r steers h2's loopback address into an SR policy toward h2's End.DT6 SID (a
+Linux seg6local route), so packets from h1 leave r encapsulated. The plugin marks them at r's
+ip6-output (ingress role) and counts what h1 sends already encapsulated at r's ip6-unicast
+(transit role). What h2 receives is decoded from the wire.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from srv6pm.lab.vpp import VPP_API_FILES, VppProcess, srv6pm_plugin_dir, stop
+from vpp_papi import VPPApiClient
+
+pytestmark = pytest.mark.root
+
+SID = "fc00:2::e"
+TARGET = "fd00:3::2"  # h2's loopback, steered into the policy
+PERIOD_NS = 2_000_000_000
+SEGMENTS = [SID] + ["::"] * 15  # the API's fixed array of 16
+SEND = r"""
+import sys
+from scapy.all import Ether, IPv6, IPv6ExtHdrDestOpt, IPv6ExtHdrSegmentRouting, UDP, Raw, sendp
+from scapy.layers.inet6 import HBHOptUnknown, PadN
+iface, dst_mac, kind = sys.argv[1:4]
+count, word = int(sys.argv[4]), int(sys.argv[5])
+inner = IPv6(src="fd00:1::2", dst="fd00:3::2") / UDP(sport=4000, dport=5000) / Raw(b"x" * 100)
+srh = IPv6ExtHdrSegmentRouting(addresses=["fc00:2::e"], segleft=0, lastentry=0)
+outer = IPv6(src="fd00:1::2", dst="fc00:2::e")
+opt = HBHOptUnknown(otype=0x12, optdata=word.to_bytes(4, "big"))
+if kind == "plain":
+    pkt = IPv6(src="fd00:1::2", dst="fd00:3::2") / UDP(sport=4000, dport=5000) / Raw(b"x" * 100)
+elif kind == "marked":
+    pkt = outer / IPv6ExtHdrDestOpt(options=[opt]) / srh / inner
+elif kind == "unmarked":
+    pkt = outer / srh / inner
+elif kind == "truncated":
+    srh_of_24_octets_cut_at_16 = bytes([41, 2, 4, 0, 0, 0, 0, 0]) + bytes(8)
+    pkt = IPv6(src="fd00:1::2", dst="fc00:2::e", nh=43) / Raw(srh_of_24_octets_cut_at_16)
+sendp([Ether(dst=dst_mac) / pkt] * count, iface=iface, verbose=False)
+"""
+SNIFF = r"""
+import sys, json
+from scapy.all import sniff
+frames = sniff(iface=sys.argv[1], timeout=float(sys.argv[2]),
+               lfilter=lambda p: p.haslayer("IPv6") and p["IPv6"].nh not in (0, 58))  # ND, MLD
+print(json.dumps([bytes(f).hex() for f in frames]))
+"""
+
+
+@dataclass
+class Bench:
+    prefix: str
+    vpp: VppProcess
+    api: Any
+    r_mac: str
+
+    def ns(self, node: str) -> str:
+        return f"{self.prefix}-{node}"
+
+    def send(self, kind: str, count: int, word: int = 0) -> None:
+        run(
+            self.ns("h1"),
+            [sys.executable, "-c", SEND, "h1r", self.r_mac, kind, str(count), str(word)],
+        )
+
+    def sniff(self, seconds: float) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns("h2"),
+             sys.executable, "-c", SNIFF, "h2r", str(seconds)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(1.0)  # scapy's socket is open
+        return proc
+
+    def counters(self, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        rows = self.api.srv6pm_counters_dump(slot=slot)
+        assert len(rows) == 1
+        return (rows[0].packets[0], rows[0].bytes[0]), (rows[0].packets[1], rows[0].bytes[1])
+
+    def stats(self) -> dict[str, int]:
+        r = self.api.srv6pm_stats_get()
+        names = ("counted", "not_srv6", "unmarked", "no_flow", "parse_error", "foreign_mark")
+        return {n: getattr(r, n) for n in (*names, "mark_failed")}
+
+    def check(self, reply: Any) -> None:
+        assert reply.retval == 0, reply
+
+
+def run(ns: str, argv: list[str]) -> str:
+    r = subprocess.run(
+        ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    prefix = f"vp-{secrets.token_hex(2)}"
+    nss = [f"{prefix}-{n}" for n in ("h1", "r", "h2")]
+    pid = None
+    api = None
+    vpp = None
+    try:
+        for ns in nss:
+            sh("ip", "netns", "add", ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        h1, r, h2 = nss
+        sh("ip", "link", "add", "h1r", "netns", h1, "type", "veth", "peer", "rh1", "netns", r)
+        sh("ip", "link", "add", "h2r", "netns", h2, "type", "veth", "peer", "rh2", "netns", r)
+        for ns, ifname in ((h1, "h1r"), (h2, "h2r"), (r, "rh1"), (r, "rh2")):
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{ifname}.accept_dad=0")
+            sh("ip", "-n", ns, "link", "set", ifname, "up")
+        for ifname in ("rh1", "rh2"):  # VPP's: the kernel stays out
+            sh("ip", "netns", "exec", r, "sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1")
+        sh("ip", "-n", h1, "addr", "add", "fd00:1::2/64", "dev", "h1r", "nodad")
+        sh("ip", "-n", h1, "-6", "route", "add", "default", "via", "fd00:1::1")
+        sh("ip", "-n", h2, "addr", "add", "fd00:2::2/64", "dev", "h2r", "nodad")
+        sh("ip", "-n", h2, "addr", "add", f"{TARGET}/128", "dev", "lo")
+        sh("ip", "-n", h2, "-6", "route", "add", "default", "via", "fd00:2::1")
+        sh("ip", "netns", "exec", h2, "sysctl", "-qw", "net.ipv6.conf.all.seg6_enabled=1")
+        sh("ip", "netns", "exec", h2, "sysctl", "-qw", "net.ipv6.conf.h2r.seg6_enabled=1")
+        sh("ip", "-n", h2, "-6", "route", "add", f"{SID}/128", "encap", "seg6local", "action",
+           "End.DT6", "table", "254", "dev", "h2r")  # fmt: skip
+        vpp = VppProcess("r", r, tmp_path)
+        proc = vpp.launch()
+        pid = proc.pid
+        vpp.wait_ready(proc)
+        vpp.cli(
+            "create host-interface name rh1",
+            "create host-interface name rh2",
+            "set interface state host-rh1 up",
+            "set interface state host-rh2 up",
+            "set interface ip address host-rh1 fd00:1::1/64",
+            "set interface ip address host-rh2 fd00:2::1/64",
+            "set interface rx-mode host-rh1 interrupt",
+            "set interface rx-mode host-rh2 interrupt",
+            "ip route add fc00:2::/48 via fd00:2::2 host-rh2",
+            "ip route add fd00:3::/64 via fd00:2::2 host-rh2",
+            "set sr encaps source addr fd00:2::1",
+            f"sr policy add bsid fc00:ff::1 next {SID} encap",
+            f"sr steer l3 {TARGET}/128 via bsid fc00:ff::1",
+        )
+        files = [*glob.glob(f"{VPP_API_FILES}/**/*.api.json", recursive=True)]
+        files.append(str(srv6pm_plugin_dir() / "srv6pm.api.json"))
+        api = VPPApiClient(apifiles=files, server_address=str(vpp.sockets.api))
+        api.connect("srv6pm-test")
+        hw = vpp.cli("show hardware-interfaces host-rh1")
+        r_mac = next(
+            w for line in hw.splitlines() if "Ethernet address" in line for w in line.split()[-1:]
+        )
+        # h2 resolves r's address, r resolves h2's
+        run(h2, ["ping", "-6", "-c", "1", "-W", "2", "fd00:2::1"])
+        run(h1, ["ping", "-6", "-c", "1", "-W", "2", "fd00:1::1"])
+        yield Bench(prefix, vpp, api.api, r_mac)
+    finally:
+        if api is not None:
+            api.disconnect()
+        if pid is not None and vpp is not None:
+            stop(pid, vpp.config_file)
+        for ns in reversed(nss):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def sw_if_index(b: Bench, name: str) -> int:
+    index: int = next(i.sw_if_index for i in b.api.sw_interface_dump() if i.interface_name == name)
+    return index
+
+
+def wait_block_start(margin_s: float = 1.2) -> None:
+    """Sleep until at least `margin_s` of the current block is left."""
+    left = (PERIOD_NS - time.time_ns() % PERIOD_NS) / 1e9
+    if left < margin_s:
+        time.sleep(left + 0.05)
+
+
+def test_ingress_marks_exactly_like_the_kernel_path_and_counts(bench: Bench) -> None:
+    b = bench
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
+    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=7, role=1, flowmon_id=0xABCDE,
+                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    b.check(b.api.srv6pm_interface_enable_disable(
+        sw_if_index=sw_if_index(b, "host-rh2"), hook=1, enable=True))  # fmt: skip
+    sniffer = b.sniff(4.0)
+    wait_block_start()
+    colour = (time.time_ns() // PERIOD_NS) % 2
+    b.send("plain", 25)
+    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    assert len(frames) == 25
+    for f in frames:
+        ip = f[14:]
+        assert ip[6] == 60  # Destination Options right after the IPv6 header
+        doh = ip[40:48]
+        word = (0xABCDE << 12) | (colour << 11)
+        # VPP's H.Encaps of a single SID has no SRH: the inner packet follows
+        assert doh == bytes([41, 0, 0x12, 4]) + word.to_bytes(4, "big")
+        assert ip[48] >> 4 == 6
+        assert int.from_bytes(ip[4:6], "big") == len(ip) - 40
+    counts = b.counters(7)
+    frame_len = len(frames[0])
+    assert counts[colour] == (25, 25 * frame_len)
+    assert counts[1 - colour] == (0, 0)
+    assert b.stats()["counted"] == 25
+    # the same flow again: slot reused, counters from zero; removed: no longer counted
+    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=7, role=1, flowmon_id=0xABCDE,
+                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    assert b.counters(7) == ((0, 0), (0, 0))
+    b.check(b.api.srv6pm_flow_add_del(is_add=False, slot=7, segments=SEGMENTS))
+    b.send("plain", 3)
+    time.sleep(0.5)
+    assert b.stats()["no_flow"] == 3
+    assert b.api.srv6pm_counters_dump(slot=7) == []
+
+
+def test_dscp_mode_marks_the_traffic_class(bench: Bench) -> None:
+    b = bench
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=2, monitored_bit=4, colour_bit=8))
+    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=0, role=1, flowmon_id=5,
+                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    b.check(b.api.srv6pm_interface_enable_disable(
+        sw_if_index=sw_if_index(b, "host-rh2"), hook=1, enable=True))  # fmt: skip
+    sniffer = b.sniff(3.0)
+    wait_block_start()
+    colour = (time.time_ns() // PERIOD_NS) % 2
+    b.send("plain", 10)
+    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    assert len(frames) == 10
+    for f in frames:
+        ip = f[14:]
+        tc = ((ip[0] & 0x0F) << 4) | (ip[1] >> 4)
+        assert tc == 4 | (8 if colour else 0)
+        assert ip[6] == 41  # no option in DSCP mode (and no SRH for one SID)
+    assert b.counters(0)[colour][0] == 10
+
+
+def test_transit_counts_by_flowmon_id_and_colour_and_reasons(bench: Bench) -> None:
+    b = bench
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
+    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=3, role=2, flowmon_id=99,
+                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    b.check(b.api.srv6pm_interface_enable_disable(
+        sw_if_index=sw_if_index(b, "host-rh1"), hook=2, enable=True))  # fmt: skip
+    b.send("marked", 11, word=(99 << 12) | (1 << 11))
+    b.send("marked", 4, word=(99 << 12))
+    b.send("marked", 2, word=(98 << 12))  # no such flow
+    b.send("unmarked", 3)
+    b.send("truncated", 1)
+    time.sleep(0.5)
+    (p0, b0), (p1, b1) = b.counters(3)
+    assert (p0, p1) == (4, 11)
+    frame = 14 + 40 + 8 + 24 + 40 + 8 + 100
+    assert (b0, b1) == (4 * frame, 11 * frame)
+    stats = b.stats()
+    assert stats["counted"] == 15
+    assert stats["no_flow"] == 2
+    assert stats["unmarked"] == 3
+    assert stats["parse_error"] == 1
+
+
+def test_guard_neutralises_foreign_marks(bench: Bench) -> None:
+    b = bench
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
+    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=1, role=3, flowmon_id=99,
+                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    rh1 = sw_if_index(b, "host-rh1")
+    for hook in (3, 2):
+        b.check(b.api.srv6pm_interface_enable_disable(sw_if_index=rh1, hook=hook, enable=True))
+    sniffer = b.sniff(3.0)
+    b.send("marked", 6, word=(99 << 12) | (1 << 11))
+    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    assert len(frames) == 6
+    for f in frames:  # forwarded, with the option turned into PadN of the same length
+        assert f[14 + 40 : 14 + 48] == bytes([43, 0, 1, 4, 0, 0, 0, 0])
+    assert b.counters(1) == ((0, 0), (0, 0))
+    stats = b.stats()
+    assert stats["foreign_mark"] == 6 and stats["unmarked"] == 6 and stats["counted"] == 0
+    dump = {(i.sw_if_index, int(i.hook)) for i in b.api.srv6pm_interface_dump()}
+    assert dump == {(rh1, 2), (rh1, 3)}
+
+
+def test_refuses_bad_flows(bench: Bench) -> None:
+    b = bench
+    seg = SEGMENTS
+    ok = b.api.srv6pm_flow_add_del(
+        is_add=True, slot=1, role=2, flowmon_id=9, n_segments=1, segments=seg
+    )
+    b.check(ok)
+    for kwargs in (
+        {"slot": 70000, "role": 2, "flowmon_id": 10, "n_segments": 1},  # slot out of range
+        {"slot": 2, "role": 9, "flowmon_id": 10, "n_segments": 1},  # no such role
+        {"slot": 2, "role": 2, "flowmon_id": 1 << 20, "n_segments": 1},  # FlowMonID > 20 bits
+        {"slot": 2, "role": 2, "flowmon_id": 10, "n_segments": 0},
+        {"slot": 2, "role": 2, "flowmon_id": 9, "n_segments": 1},  # FlowMonID of slot 1
+    ):
+        assert b.api.srv6pm_flow_add_del(is_add=True, segments=seg, **kwargs).retval != 0, kwargs
+    assert (
+        b.api.srv6pm_flow_add_del(is_add=False, slot=2, segments=seg).retval != 0
+    )  # nothing there
+    assert [f.slot for f in b.api.srv6pm_flow_dump()] == [1]
+    assert b.api.srv6pm_config_set(period_ns=1, mode=2, monitored_bit=4, colour_bit=4).retval != 0
+    assert os.path.exists(b.vpp.sockets.stats)
