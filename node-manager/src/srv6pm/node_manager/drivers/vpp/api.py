@@ -71,6 +71,11 @@ class VppApi:
         finally:
             self._connecting = False
 
+    def ping(self) -> None:
+        """Make sure VPP answers (and, if it is another VPP than before, is brought up to date
+        by `on_connect`)."""
+        self.call("control_ping")
+
     def has(self, message: str) -> bool:
         """Does this VPP know `message` (a plugin not loaded defines none of its own)?"""
         with self._lock:

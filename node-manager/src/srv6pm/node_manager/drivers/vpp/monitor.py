@@ -128,6 +128,7 @@ class Monitor:
         )
 
     def marking(self) -> Marking:
+        self._api.ping()  # a restarted VPP gets it again first
         return self._state.current.marking
 
     def set_marking(self, marking: Marking) -> None:
@@ -147,6 +148,7 @@ class Monitor:
     # ---- flows -------------------------------------------------------------------------------
 
     def flows(self) -> list[MonitoredFlow]:
+        self._api.ping()  # a restarted VPP gets them again first
         return [f.spec() for f in self._state.current.flows]
 
     def flow_names(self) -> frozenset[str]:
