@@ -188,6 +188,11 @@ class OffersNamespacedSockets(Protocol):
     def namespaced_sockets(self) -> NamespacedSockets | None: ...
 
 
+def counter_epoch(driver: DataPlaneDriver) -> int:
+    """The epoch of the driver's counters: 0 for a driver whose counters never restart."""
+    return driver.counter_epoch() if isinstance(driver, OffersCounterEpoch) else 0
+
+
 def kernel_reflector(driver: DataPlaneDriver) -> KernelReflector | None:
     """The driver's in-kernel reflector, if it offers one and has it on this host."""
     return driver.kernel_reflector() if isinstance(driver, OffersKernelReflector) else None
@@ -196,8 +201,3 @@ def kernel_reflector(driver: DataPlaneDriver) -> KernelReflector | None:
 def namespaced_sockets(driver: DataPlaneDriver) -> NamespacedSockets | None:
     """Where the driver's sockets live, if not where the node manager runs."""
     return driver.namespaced_sockets() if isinstance(driver, OffersNamespacedSockets) else None
-
-
-def counter_epoch(driver: DataPlaneDriver) -> int | None:
-    """The driver's current counter epoch, if its counters have epochs."""
-    return driver.counter_epoch() if isinstance(driver, OffersCounterEpoch) else None

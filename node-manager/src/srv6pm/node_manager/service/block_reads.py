@@ -15,7 +15,7 @@ from srv6pm.twamp.sender import MAX_GAP_BLOCKS
 from ..domain.blocks import BlockClock, FlowBlock, colour, counter_delta
 from ..domain.errors import FailedPrecondition, NodeManagerError, NotFound
 from ..domain.model import MonitoredFlow
-from ..drivers.base import DataPlaneDriver, FlowCounters
+from ..drivers.base import DataPlaneDriver, FlowCounters, counter_epoch
 from .results import ResultsService
 from .snapshots import Count, SnapshotStore
 
@@ -25,6 +25,10 @@ NO_BASELINE = (
     "block before"
 )
 NOT_RUNNING = "not measured: the node manager was not running"
+DATA_PLANE_RESTARTED = (
+    "not measured: the data plane restarted in or next to this block (VPP restarted), and its "
+    "counters began again from zero"
+)
 Publication = tuple[list[FlowBlock], dict[str, MonitoredFlow]]
 
 
@@ -68,7 +72,8 @@ class BlockReads:
 
     def added(self, names: Iterable[str]) -> None:
         """New flows count from zero: that is their baseline in the current block."""
-        self._snapshots.baseline(self._blocks.block(self._clock()), list(names))
+        block = self._blocks.block(self._clock())
+        self._snapshots.baseline(block, list(names), counter_epoch(self._driver))
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -125,8 +130,10 @@ class BlockReads:
             record = self._results.flow_block(name, block)
             if record is not None and record.valid:
                 counts[name] = (record.packets, record.bytes)
-            elif reading is not None:
+            elif reading is not None and reading.reason == NO_BASELINE:
                 missing.append(name)
+            elif reading is not None:
+                raise FailedPrecondition(f"block {block} of flow {name!r}: {reading.reason}")
             elif record is None:
                 raise FailedPrecondition(
                     f"block {block} of flow {name!r} was not read inside its safe window "
@@ -148,6 +155,8 @@ class BlockReads:
         end = self._snapshots.get(block + 1)
         if start is None or end is None or name not in start.counts or name not in end.counts:
             return FlowBlock(name, block, valid=False, reason=NO_BASELINE)
+        if start.epoch != end.epoch:
+            return FlowBlock(name, block, valid=False, reason=DATA_PLANE_RESTARTED)
         width = self._driver.capabilities().counter_width_bits
         (p1, b1), (p0, b0) = end.counts[name], start.counts[name]
         return FlowBlock(name, block, counter_delta(p1, p0, width), counter_delta(b1, b0, width))
@@ -172,12 +181,16 @@ class BlockReads:
             return None
         stable = colour(current - 1)
         names = [f.name for f in self._driver.flows()]
+        epoch = counter_epoch(self._driver)
         read = self._driver.read_counters(names)
         if self._blocks.block(self._clock()) != current:
             log.warning("block %d: counter read ran into the next block; not recorded", current)
             return None
+        if counter_epoch(self._driver) != epoch:
+            log.warning("block %d: the data plane restarted during the counter read", current)
+            return None
         counts = {n: (c[stable].packets, c[stable].bytes) for n, c in read.items()}
-        self._snapshots.record(current, counts)
+        self._snapshots.record(current, counts, epoch)
         return self._block_records(current - 1)
 
     def _block_records(self, block: int) -> Publication:

@@ -22,6 +22,7 @@ class Snapshot:
     block: int
     complete: bool = False  # every flow was read; otherwise only zero baselines of new flows
     counts: dict[str, Count] = field(default_factory=dict)
+    epoch: int = 0  # the data plane's counter epoch they were read in (drivers/base.py)
 
 
 class SnapshotStore:
@@ -32,21 +33,25 @@ class SnapshotStore:
         if path.exists():
             for s in json.loads(path.read_text()):
                 counts = {k: (v[0], v[1]) for k, v in s["counts"].items()}
-                self._snapshots[s["block"]] = Snapshot(s["block"], s["complete"], counts)
+                snap = Snapshot(s["block"], s["complete"], counts, s.get("epoch", 0))
+                self._snapshots[s["block"]] = snap
 
     def get(self, block: int) -> Snapshot | None:
         return self._snapshots.get(block)
 
-    def record(self, block: int, counts: dict[str, Count]) -> None:
-        """A full read of every flow in block `block`."""
+    def record(self, block: int, counts: dict[str, Count], epoch: int = 0) -> None:
+        """A full read of every flow in block `block`, in counter epoch `epoch`."""
         snap = self._snapshots.setdefault(block, Snapshot(block))
+        if snap.epoch != epoch:  # baselines of another epoch are no baselines
+            snap.counts.clear()
         snap.counts.update(counts)
         snap.complete = True
+        snap.epoch = epoch
         self._trim_and_save()
 
-    def baseline(self, block: int, names: list[str]) -> None:
+    def baseline(self, block: int, names: list[str], epoch: int = 0) -> None:
         """New flows start from zero: their baseline for `block` is known without a read."""
-        snap = self._snapshots.setdefault(block, Snapshot(block))
+        snap = self._snapshots.setdefault(block, Snapshot(block, epoch=epoch))
         for n in names:
             snap.counts[n] = (0, 0)
         self._trim_and_save()
@@ -62,7 +67,10 @@ class SnapshotStore:
         for b in sorted(self._snapshots)[: -self._history]:
             del self._snapshots[b]
         recent = [self._snapshots[b] for b in sorted(self._snapshots)[-ON_DISK:]]
-        data = [{"block": s.block, "complete": s.complete, "counts": s.counts} for s in recent]
+        data = [
+            {"block": s.block, "complete": s.complete, "counts": s.counts, "epoch": s.epoch}
+            for s in recent
+        ]
         tmp = self._path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self._path)
