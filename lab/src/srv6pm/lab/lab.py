@@ -2,6 +2,7 @@
 
 - :mod:`.network`: namespaces, links, addresses, routes; running commands in a node;
 - :mod:`.processes`: the node managers, their ports and their supervision;
+- :mod:`.vpp_routers`: the VPP processes of the routers whose driver is ``vpp``;
 - :mod:`.traffic` and :mod:`.tcp`: UDP and TCP senders and receivers;
 - :mod:`.impairments`: drops, delay and offloads on a link;
 - :mod:`.state`: the state file that lets another process tear the lab down.
@@ -24,6 +25,7 @@ from .processes import BPF_ROOT, HEALTH_TIMEOUT_S, MAX_SEND_MESSAGE, NodeManager
 from .state import RUN_ROOT, LabState
 from .topology import Topology
 from .traffic import UdpReceiver
+from .vpp_routers import VppRouters
 
 if TYPE_CHECKING:
     from .pki import Pki
@@ -50,7 +52,8 @@ class Lab:
     (:mod:`srv6pm.lab.pki`) made by ``up``; :meth:`channel` connects with its client
     certificate.
 
-    Its parts are :attr:`network`, :attr:`node_managers`, :attr:`impairments`; their
+    Its parts are :attr:`network`, :attr:`vpp_routers`, :attr:`node_managers`,
+    :attr:`impairments`; their
     operations are also the lab's own (``lab.exec``, ``lab.start_node_manager``,
     ``lab.drop``, ...), as callers have always used them.
     """
@@ -82,6 +85,7 @@ class Lab:
         self._tls = tls
         self._state = LabState(self.prefix)
         self.network = Network(topology, self.prefix)
+        self.vpp_routers = VppRouters(topology, self.network, self._state)
         self.node_managers = NodeManagers(
             topology,
             self.network,
@@ -91,15 +95,20 @@ class Lab:
             capabilities=capabilities,
             tls=tls,
             argv=self.node_manager_argv,  # a subclass may change the command line
+            vpp_sockets=self.vpp_routers.sockets,
         )
         self.impairments = Impairments(self.network)
 
         # names, and commands in a node's namespace
         self.netns = self.network.netns
         self.interface = self.network.interface
+        self.kernel_interface = self.network.kernel_interface
         self.exec = self.network.exec
         self.popen = self.network.popen
         self.ping = self.network.ping
+        # VPP routers: lab.vpp("r2").cli("show interface"), its sockets, its pid
+        self.vpp = self.vpp_routers.process
+        self.vpp_pid = self.vpp_routers.pid
         # node managers
         self.grpc_port = self.node_managers.grpc_port
         self.metrics_port = self.node_managers.metrics_port
@@ -202,7 +211,8 @@ class Lab:
     # --- up / down / status --------------------------------------------------------------
 
     def up(self, start_node_managers: bool = True, keep_on_error: bool = False) -> None:
-        """Create the namespaces, links, addresses and routes, then start the node managers.
+        """Create the namespaces, links, addresses and routes, start the VPP routers' VPPs,
+        then start the node managers.
 
         On failure everything made so far is torn down (unless ``keep_on_error``) and
         :class:`LabError` is raised.
@@ -223,6 +233,7 @@ class Lab:
             "tls": self._tls,
             "complete": False,
             "namespaces": [],
+            "vpp": {},
             "node_managers": {},
         }
         self._state.write(state)
@@ -237,6 +248,7 @@ class Lab:
 
                 pki.create(self.state_dir / "pki", self.topology.routers)
             self.network.build(record)
+            self.vpp_routers.start_all()
             if start_node_managers:
                 for router in self.topology.routers:
                     self.start_node_manager(router, wait=False)
@@ -257,6 +269,7 @@ class Lab:
         state = self._state.read()
         recorded = state.get("node_managers", {})
         problems = self.node_managers.stop_all(recorded)
+        problems += self.vpp_routers.stop_all(state.get("vpp", {}))  # before their namespaces
         problems += self.network.delete(state.get("namespaces", []))
         problems += self.node_managers.remove_pins(recorded)
         shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -273,6 +286,7 @@ class Lab:
             "tls": bool(state.get("tls", False)),
             "state_dir": str(self.state_dir),
             "namespaces": {ns: namespace_exists(ns) for ns in state.get("namespaces", [])},
+            "vpp": self.vpp_routers.status(state.get("vpp", {})),
             "node_managers": self.node_managers.status(state.get("node_managers", {})),
         }
 
@@ -284,5 +298,6 @@ class Lab:
                 f"run `srv6pm lab down` first"
             )
         self.network.preflight()
+        self.vpp_routers.preflight(start_node_managers)
         if start_node_managers:
             self.node_managers.check_ports()

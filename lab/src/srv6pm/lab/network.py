@@ -1,5 +1,9 @@
 """The lab's network: one namespace per node, veth links, addresses, routes and the SRv6
-sysctls, built with ``ip`` and ``sysctl``; running commands inside a node's namespace."""
+sysctls, built with ``ip`` and ``sysctl``; running commands inside a node's namespace.
+
+In the namespace of a VPP router the kernel only carries the veths: VPP drives them through
+af_packet (:mod:`.vpp_routers` configures it), so they get no address, no IPv6 and no
+forwarding here."""
 
 from __future__ import annotations
 
@@ -16,6 +20,12 @@ from .errors import LabError
 from .topology import Topology, interface_name
 
 NETNS_DIR = Path("/run/netns")
+# In a VPP router's namespace: a veth pair whose far end stays down. An nftables netdev egress
+# rule drops a packet VPP sends by forwarding it here (see :mod:`.drops`). A link's interface
+# name has a "-" in its first 15 characters, so none has these names.
+DROP_SINK = ("drop_sink", "drop_peer")
+# ethtool's names of the offloads turned off where VPP meets a veth
+_SUPER_PACKET_OFFLOADS = ("tso", "gso", "gro")
 
 
 class Network:
@@ -33,7 +43,15 @@ class Network:
         return f"{self.prefix}-{node}"
 
     def interface(self, node: str, peer: str) -> str:
-        """Name of ``node``'s interface toward ``peer`` (inside ``node``'s namespace)."""
+        """Name of ``node``'s interface toward ``peer`` as its data plane knows it: the kernel
+        veth's name (:meth:`kernel_interface`), or ``host-<veth>`` for a VPP router (VPP's name
+        of the af_packet interface on that veth). This is what a node manager is told."""
+        kernel = self.kernel_interface(node, peer)
+        return f"host-{kernel}" if self.topology.is_vpp(node) else kernel
+
+    def kernel_interface(self, node: str, peer: str) -> str:
+        """Name of the kernel veth of ``node`` toward ``peer`` (inside ``node``'s namespace):
+        what ``ip``, ``tc``, ``nft`` and ``ethtool`` take, whatever the node's driver."""
         self.check_node(node)
         self.check_node(peer)
         self.topology.address(node, peer)  # raises if there is no such link
@@ -94,9 +112,12 @@ class Network:
         taken = [self.netns(n) for n in self.topology.nodes if namespace_exists(self.netns(n))]
         if taken:
             raise LabError(f"namespaces already exist: {', '.join(taken)}")
-        for tool in ("ip", "sysctl", "nft"):
+        tools = ("ip", "sysctl", "nft", *(("ethtool",) if self.topology.vpp_routers else ()))
+        for tool in tools:
             if shutil.which(tool) is None:
-                raise LabError(f"{tool!r} not found (install iproute2, procps and nftables)")
+                raise LabError(
+                    f"{tool!r} not found (install iproute2, procps, nftables and ethtool)"
+                )
 
     def build(self, record: Callable[[str], None]) -> None:
         """Create the namespaces, links, addresses and routes. ``record`` is called with each
@@ -108,7 +129,9 @@ class Network:
             run(["ip", "netns", "add", ns])
             # defaults first: interfaces created afterwards inherit them
             settings = {"net.ipv6.conf.all.accept_dad": 0, "net.ipv6.conf.default.accept_dad": 0}
-            if node in topo.routers:
+            if topo.is_vpp(node):
+                settings |= {"net.ipv6.conf.all.forwarding": 0}
+            elif node in topo.routers:
                 settings |= {
                     "net.ipv6.conf.all.forwarding": 1,
                     "net.ipv6.conf.all.seg6_enabled": 1,
@@ -124,8 +147,15 @@ class Network:
                 f"link add name {interface_name(a, b)} netns {self.netns(a)}{mtu} type veth "
                 f"peer name {interface_name(b, a)} netns {self.netns(b)}{mtu}"
             )
+        for router in topo.vpp_routers:
+            sink, peer = DROP_SINK
+            batch.append(f"link add name {sink} netns {self.netns(router)} type veth "
+                         f"peer name {peer} netns {self.netns(router)}")  # fmt: skip
         run(["ip", "-batch", "-"], input="\n".join(batch) + "\n")
         for node in topo.nodes:
+            if topo.is_vpp(node):
+                self._build_vpp_router(node)
+                continue
             ifaces = [(interface_name(node, p), topo.address(node, p)) for p in topo.peers(node)]
             settings = {f"net.ipv6.conf.{ifname}.accept_dad": 0 for ifname, _ in ifaces}
             if node in topo.routers:
@@ -137,6 +167,32 @@ class Network:
             cmds += [f"address add {addr} dev {ifname} nodad" for ifname, addr in ifaces]
             cmds += [f"route add {r.dst} via {r.via}" for r in topo.routes(node)]
             run(["ip", "-6", "-n", self.netns(node), "-batch", "-"], input="\n".join(cmds) + "\n")
+        # Super-packets must not reach VPP: af_packet without its vnet header feature cannot
+        # take them, and with it VPP would see (and srv6pm's plugin count) one packet where
+        # the wire carries many. So both ends of every link that has a VPP end send and
+        # receive wire-sized packets only.
+        for link in topo.links:
+            if any(topo.is_vpp(n) for n in link.ends):
+                (a, _), (b, _) = link.ends.items()
+                self.ethtool(a, interface_name(a, b), dict.fromkeys(_SUPER_PACKET_OFFLOADS, False))
+                self.ethtool(b, interface_name(b, a), dict.fromkeys(_SUPER_PACKET_OFFLOADS, False))
+
+    def _build_vpp_router(self, router: str) -> None:
+        """The kernel's part of a VPP router: its veths (and the drop sink) up, without IPv6,
+        so the kernel neither answers nor forwards on them."""
+        ifnames = [interface_name(router, p) for p in self.topology.peers(router)]
+        ifnames += DROP_SINK
+        self.sysctl(router, {f"net.ipv6.conf.{i}.disable_ipv6": 1 for i in ifnames})
+        cmds = ["link set lo up"]
+        cmds += [f"link set {i} up" for i in ifnames if i != DROP_SINK[1]]
+        run(["ip", "-n", self.netns(router), "-batch", "-"], input="\n".join(cmds) + "\n")
+
+    def ethtool(self, node: str, interface: str, features: dict[str, bool]) -> None:
+        """Set ethtool features (``tso``, ``gso``, ``gro``, ...) of ``node``'s ``interface``."""
+        args = [a for f, on in features.items() for a in (f, "on" if on else "off")]
+        r = self.exec(node, ["ethtool", "-K", interface, *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise LabError(f"ethtool in {node} failed: {r.stderr.strip()}")
 
     @staticmethod
     def delete(namespaces: Iterable[str]) -> list[str]:

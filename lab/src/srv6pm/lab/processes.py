@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import grpc
 
     from .pki import Pki
+    from .vpp import VppSockets
 
 BPF_ROOT = Path("/sys/fs/bpf/srv6pm")
 HEALTH_TIMEOUT_S = 15.0
@@ -35,7 +36,8 @@ class NodeManagers:
 
     ``argv`` gives a router's command line (:meth:`Lab.node_manager_argv`, which a subclass
     may change); with ``tls`` they serve mutual TLS with the lab's PKI; with ``capabilities``
-    they run as a container runtime would run them (see :class:`Lab`).
+    they run as a container runtime would run them (see :class:`Lab`). ``vpp_sockets`` gives
+    a VPP router's VPP sockets, which its node manager drives instead of a namespace.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class NodeManagers:
         capabilities: tuple[str, ...] | None,
         tls: bool,
         argv: Callable[[str], list[str]] | None = None,
+        vpp_sockets: Callable[[str], VppSockets] | None = None,
     ) -> None:
         self.topology = topology
         self.network = network
@@ -58,6 +61,7 @@ class NodeManagers:
         self.capabilities = capabilities
         self._tls = tls
         self._argv = argv or self.argv
+        self._vpp_sockets = vpp_sockets
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
     # --- names, ports, addresses ---------------------------------------------------------
@@ -156,16 +160,9 @@ class NodeManagers:
             runner: list[str] = []
         else:
             where, metrics = [], []
-            # bounding and inheritable sets: what root keeps across exec, like a container's
-            caps = ",".join(f"+{c.lower()}" for c in self.capabilities)
-            runner = [
-                "nsenter",
-                f"--net={NETNS_DIR / self.network.netns(router)}",
-                "setpriv",
-                f"--bounding-set=-all{',' if caps else ''}{caps}",
-                "--inh-caps=-all",
-                "--",
-            ]
+            runner = self._runner(router)
+        if self.topology.is_vpp(router):  # it drives its VPP, not the namespace's kernel
+            where = self._vpp_driver(router)
         return [
             *runner,
             sys.executable,
@@ -192,6 +189,33 @@ class NodeManagers:
                 for name, value in self.settings.items()
                 for arg in (f"--{name.replace('_', '-')}", value)
             ),
+        ]
+
+    def _runner(self, router: str) -> list[str]:
+        """What puts a node manager in its router's namespace with only :attr:`capabilities`."""
+        # bounding and inheritable sets: what root keeps across exec, like a container's
+        caps = ",".join(f"+{c.lower()}" for c in self.capabilities or ())
+        return [
+            "nsenter",
+            f"--net={NETNS_DIR / self.network.netns(router)}",
+            "setpriv",
+            f"--bounding-set=-all{',' if caps else ''}{caps}",
+            "--inh-caps=-all",
+            "--",
+        ]
+
+    def _vpp_driver(self, router: str) -> list[str]:
+        """The flags that point a VPP router's node manager at its VPP."""
+        if self._vpp_sockets is None:
+            raise LabError(f"{router} is a VPP router but this lab has no VPP sockets for it")
+        sockets = self._vpp_sockets(router)
+        return [
+            "--driver",
+            "vpp",
+            "--vpp-api-socket",
+            str(sockets.api),
+            "--vpp-stats-socket",
+            str(sockets.stats),
         ]
 
     # --- supervision ---------------------------------------------------------------------

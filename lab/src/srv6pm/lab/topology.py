@@ -11,7 +11,7 @@ from collections import deque
 from importlib import resources
 from ipaddress import IPv6Address, IPv6Interface, IPv6Network
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import (
@@ -49,9 +49,13 @@ class Route(_Model):
 
 
 class Router(_Model):
-    """An SRv6 router; it gets one node manager listening on 127.0.0.1:``grpc_port``."""
+    """An SRv6 router; it gets one node manager listening on 127.0.0.1:``grpc_port``.
+
+    ``driver`` is its data plane: ``linux`` (the kernel forwards) or ``vpp`` (a VPP process in
+    the router's namespace drives its veths; see :mod:`srv6pm.lab.vpp_routers`)."""
 
     grpc_port: int = Field(ge=1, le=65535)
+    driver: Literal["linux", "vpp"] = "linux"
     locator: IPv6Network | None = None
     routes: list[Route] = []
 
@@ -210,6 +214,23 @@ class Topology(_Model):
     def nodes(self) -> list[str]:
         """All node names: routers in YAML order, then hosts."""
         return [*self.routers, *self.hosts]
+
+    @property
+    def vpp_routers(self) -> list[str]:
+        """The routers whose data plane is VPP, in YAML order."""
+        return [name for name, router in self.routers.items() if router.driver == "vpp"]
+
+    def is_vpp(self, node: str) -> bool:
+        """True if ``node`` is a router whose data plane is VPP."""
+        router = self.routers.get(node)
+        return router is not None and router.driver == "vpp"
+
+    def mtu(self, node: str, peer: str) -> int | None:
+        """The MTU of the link between ``node`` and ``peer`` (None: the kernel's default)."""
+        for link in self.links:
+            if node in link.ends and peer in link.ends:
+                return link.mtu
+        raise LabError(f"no link between {node} and {peer}")
 
     def peers(self, node: str) -> list[str]:
         """The nodes linked to ``node``, in link order."""

@@ -1,11 +1,18 @@
 """A VPP process inside a network namespace, as the lab runs one per VPP router: its own
 startup configuration and API, CLI and stats sockets (several run side by side), no hugepages,
-the namespace's veths attached through af_packet, srv6pm's plugin loaded. The main thread does
-everything (no workers) and sleeps while no packet comes, so a lab of several VPPs leaves the
-machine's cores to the traffic."""
+the namespace's veths attached through af_packet, srv6pm's plugin loaded when it is built.
+
+The main thread does everything (no workers) and, with every interface in interrupt rx-mode,
+sleeps in epoll while no packet comes, so a lab of several VPPs leaves the machine's cores to the
+traffic. Two settings matter for that: no ``poll-sleep-usec`` (with it the main loop wakes every
+that many microseconds whatever happens: 100 us cost 8 % of a core), and the reassembly expiry
+walks spaced out (every 50 ms by default: the main loop spins for the last millisecond before
+each timer, 3 % of a core between them). An idle VPP then costs about 2 % of a core."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -23,11 +30,28 @@ VPP_API_FILES = VPP_PREFIX / "share/vpp/api"
 START_TIMEOUT_S = 20.0
 # VPP's own plugins a lab router uses: af_packet for the veths, ping for diagnosis.
 PLUGINS = ("af_packet_plugin.so", "ping_plugin.so")
+SRV6PM_PLUGIN = "srv6pm_plugin.so"
+# The reassembly expiry walks (IPv4 and IPv6, full and shallow) wake the main loop this often.
+EXPIRE_WALK_MS = 10_000
 
 
 def srv6pm_plugin_dir() -> Path:
     """Where `make vpp-plugin` puts srv6pm_plugin.so and its API file."""
     return Path(str(resources.files("srv6pm.node_manager") / "drivers" / "vpp" / "plugin"))
+
+
+def srv6pm_plugin_built() -> bool:
+    """True if srv6pm's VPP plugin has been built (`make vpp-plugin`)."""
+    return (srv6pm_plugin_dir() / SRV6PM_PLUGIN).exists()
+
+
+def check_installed() -> None:
+    """:class:`LabError` unless VPP is installed in :data:`VPP_PREFIX`."""
+    for tool in ("vpp", "vppctl", "vat2"):
+        if not (VPP_PREFIX / "bin" / tool).exists():
+            raise LabError(
+                f"no {tool} in {VPP_PREFIX}/bin: run scripts/install-vpp.sh (docs/VPP.md)"
+            )
 
 
 @dataclass(frozen=True)
@@ -40,62 +64,88 @@ class VppSockets:
 
 
 class VppProcess:
-    """VPP `name` in network namespace `netns`, its sockets and log in `run_dir`."""
+    """VPP ``name`` in network namespace ``netns``, its sockets and log in ``run_dir``.
 
-    def __init__(self, name: str, netns: str, run_dir: Path) -> None:
+    With ``srv6pm_plugin`` it loads srv6pm's plugin (:class:`LabError` at :meth:`launch` if it
+    is not built); the node manager's vpp driver needs it, plain forwarding does not."""
+
+    def __init__(self, name: str, netns: str, run_dir: Path, srv6pm_plugin: bool = True) -> None:
         self.name = name
         self.netns = netns
         self.run_dir = run_dir
+        self.srv6pm_plugin = srv6pm_plugin
         self.sockets = VppSockets(
-            run_dir / f"{name}-api.sock", run_dir / f"{name}-cli.sock", run_dir / f"{name}-stats.sock"
+            run_dir / f"{name}-api.sock",
+            run_dir / f"{name}-cli.sock",
+            run_dir / f"{name}-stats.sock",
         )
         self.config_file = run_dir / f"{name}-vpp.conf"
         self.log_file = run_dir / f"{name}-vpp.log"
+        self.output_file = run_dir / f"{name}-vpp.out"
+
+    @property
+    def api_prefix(self) -> str:
+        """The shared-memory prefix of its binary API (``/dev/shm/<prefix>-*``): the namespace's
+        name, unique per lab and router."""
+        return self.netns
 
     def config(self) -> str:
-        plugin_dir = srv6pm_plugin_dir()
-        plugins = " ".join(f"plugin {p} {{ enable }}" for p in (*PLUGINS, "srv6pm_plugin.so"))
+        """The startup configuration."""
+        names = [*PLUGINS, *([SRV6PM_PLUGIN] if self.srv6pm_plugin else [])]
+        plugins = " ".join(f"plugin {p} {{ enable }}" for p in names)
+        path = f"{VPP_PLUGINS}:{srv6pm_plugin_dir()}" if self.srv6pm_plugin else f"{VPP_PLUGINS}"
         return f"""\
-unix {{ nodaemon cli-listen {self.sockets.cli} log {self.log_file} poll-sleep-usec 100 }}
-api-segment {{ prefix {self.netns} }}
+unix {{ nodaemon nosyslog cli-listen {self.sockets.cli} log {self.log_file} }}
+api-segment {{ prefix {self.api_prefix} }}
 socksvr {{ socket-name {self.sockets.api} }}
 memory {{ main-heap-size 256M main-heap-page-size 4k }}
 buffers {{ buffers-per-numa 16384 page-size 4k }}
 statseg {{ size 32M page-size 4k socket-name {self.sockets.stats} }}
-plugins {{ path {VPP_PLUGINS}:{plugin_dir} plugin default {{ disable }} {plugins} }}
+plugins {{ path {path} plugin default {{ disable }} {plugins} }}
 """
 
-    def start(self) -> int:
-        """Start VPP detached from us (it outlives this process, like the node managers) and
-        wait until its CLI answers; its PID."""
-        if not (VPP_PREFIX / "bin/vpp").exists():
-            raise LabError(f"no VPP in {VPP_PREFIX}: run `make vpp-plugin` (docs/VPP.md)")
-        if not (srv6pm_plugin_dir() / "srv6pm_plugin.so").exists():
-            raise LabError(f"srv6pm_plugin.so is not in {srv6pm_plugin_dir()}: run `make vpp-plugin`")
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start VPP detached from us (it outlives this process, like the node managers); the
+        caller records its PID, then calls :meth:`wait_ready`."""
+        check_installed()
+        if self.srv6pm_plugin and not srv6pm_plugin_built():
+            raise LabError(
+                f"{SRV6PM_PLUGIN} is not in {srv6pm_plugin_dir()}: run `make vpp-plugin`"
+            )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for sock in (self.sockets.api, self.sockets.cli, self.sockets.stats):
             sock.unlink(missing_ok=True)
         self.config_file.write_text(self.config())
-        with open(self.run_dir / f"{self.name}-vpp.out", "ab") as out:
-            proc = subprocess.Popen(
+        with open(self.output_file, "ab") as out:
+            return subprocess.Popen(
                 ["nsenter", f"--net={NETNS_DIR / self.netns}", str(VPP_PREFIX / "bin/vpp"),
                  "-c", str(self.config_file)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+    def wait_ready(self, proc: subprocess.Popen[bytes], timeout: float = START_TIMEOUT_S) -> None:
+        """Wait until its CLI answers, then space out its timers (see the module's docstring)."""
+        deadline = time.monotonic() + timeout
+        while True:
             if proc.poll() is not None:
-                raise LabError(f"VPP {self.name} exited with {proc.returncode}: see {self.log_file}")
+                raise LabError(
+                    f"VPP {self.name} exited with {proc.returncode}: see {self.output_file}"
+                )
             if self.sockets.api.exists() and self.sockets.stats.exists():
                 try:
                     self.cli("show version")
-                    return proc.pid
+                    break
                 except LabError:
                     pass
+            if time.monotonic() > deadline:
+                raise LabError(f"VPP {self.name} did not answer within {timeout:g} s")
             time.sleep(0.1)
-        proc.kill()
-        raise LabError(f"VPP {self.name} did not answer within {START_TIMEOUT_S:g} s")
+        for ip in (4, 6):
+            for kind, shown in (("FULL", "full"), ("SHALLOW_VIRTUAL", "sv")):
+                settings = reassembly_settings(self.cli(f"show ip{ip}-{shown}-reassembly"))
+                arguments = {**settings, "is_ip6": ip == 6, "type": f"IP_REASS_TYPE_{kind}"}
+                self.api("ip_reassembly_set", arguments)
 
     def cli(self, *commands: str) -> str:
         """Run CLI commands in order; their output. :class:`LabError` if one reports an error
@@ -107,28 +157,91 @@ plugins {{ path {VPP_PLUGINS}:{plugin_dir} plugin default {{ disable }} {plugins
                 capture_output=True, text=True, check=False, timeout=10,
             )  # fmt: skip
             text = r.stdout.strip()
-            if r.returncode != 0 or text.startswith(("unknown input", "vppctl:")) or (
-                "error" in text.lower().split(":", 1)[0]
+            if (
+                r.returncode != 0
+                or text.startswith(("unknown input", "vppctl:"))
+                or "error" in text.lower().split(":", 1)[0]
             ):
                 raise LabError(f"VPP {self.name}: `{command}` failed: {text or r.stderr.strip()}")
             out.append(text)
         return "\n".join(out)
 
-
-def stop(pid: int, timeout: float = 5.0) -> None:
-    """Stop the VPP of `pid` (SIGTERM, then SIGKILL); nothing if it is gone."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def api(self, message: str, arguments: dict[str, object]) -> dict[str, object]:
+        """Send one binary API message (through VPP's ``vat2``); its reply. :class:`LabError`
+        if the reply's ``retval`` is not 0."""
+        r = subprocess.run(
+            [str(VPP_PREFIX / "bin/vat2"), "-s", self.api_prefix, message, json.dumps(arguments)],
+            capture_output=True, text=True, check=False, timeout=10,
+        )  # fmt: skip
         try:
-            os.kill(pid, 0)
+            reply = json.loads(r.stdout)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or reply.get("retval", 0) != 0:
+            raise LabError(
+                f"VPP {self.name}: {message} failed: {r.stdout.strip() or r.stderr.strip()}"
+            )
+        return reply
+
+
+def reassembly_settings(shown: str) -> dict[str, int]:
+    """The ``ip_reassembly_set`` arguments that keep what ``show ip{4,6}-{full,sv}-reassembly``
+    shows and space the expiry walks :data:`EXPIRE_WALK_MS` apart."""
+    wanted = {
+        "concurrent": "max_reassemblies",
+        "amount of fragments": "max_reassembly_length",
+        "timeout": "timeout_ms",
+    }
+    settings = {"expire_walk_interval_ms": EXPIRE_WALK_MS}
+    for line in shown.splitlines():
+        if not line.startswith("Maximum configured"):
+            continue
+        for words, field in wanted.items():
+            if words in line:
+                settings[field] = int(line.rsplit(":", 1)[1].strip().removesuffix("ms"))
+    missing = {"max_reassemblies", "max_reassembly_length", "timeout_ms"} - settings.keys()
+    if missing:
+        raise LabError(
+            f"cannot read the reassembly settings ({', '.join(sorted(missing))}):\n{shown}"
+        )
+    return settings
+
+
+def is_vpp(pid: int, config_file: Path) -> bool:
+    """True if ``pid`` is alive and is the VPP started with ``config_file``: the check that
+    keeps a reused PID from being killed."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return not _exited(pid) and str(config_file).encode() in cmdline
+
+
+def stop(pid: int, config_file: Path, timeout: float = 5.0) -> None:
+    """Stop the VPP of ``pid`` started with ``config_file`` (SIGTERM, then SIGKILL); nothing if
+    it is gone. :class:`LabError` if it does not die."""
+    if not is_vpp(pid, config_file):
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
         except ProcessLookupError:
             return
-        time.sleep(0.05)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # not is_vpp(): an exiting process has an empty cmdline before it is a zombie
+            if _exited(pid):
+                return
+            time.sleep(0.05)
+    raise LabError(f"VPP (pid {pid}) does not die")
+
+
+def _exited(pid: int) -> bool:
+    """True if ``pid`` is gone or a zombie; a zombie child of ours is reaped on the way."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
