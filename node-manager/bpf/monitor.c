@@ -802,7 +802,8 @@ int srv6pm_count(struct __sk_buff *skb)
 	if (!cfg)
 		return PASS;
 	if (cfg->mode == MODE_DSCP) {
-		if (!is_srv6(&p)) {
+		/* a single-SID policy may come without an SRH (H.Encaps.Red; VPP's H.Encaps) */
+		if (!is_srv6(&p) && !is_reduced_single(&p)) {
 			stat(skb, REASON_NOT_SRV6);
 			return PASS;
 		}
@@ -841,7 +842,7 @@ int srv6pm_guard(struct __sk_buff *skb)
 	struct config *cfg = config();
 	struct pkt p;
 
-	if (!cfg || parse_any(skb, &p) >= 0 || !is_srv6(&p))
+	if (!cfg || parse_any(skb, &p) >= 0 || (!is_srv6(&p) && !is_reduced_single(&p)))
 		return PASS;
 	if (cfg->mode == MODE_DSCP) {
 		if (!(p.tc & cfg->monitored_bit))

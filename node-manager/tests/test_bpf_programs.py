@@ -331,6 +331,18 @@ def test_dscp_mode_transit_counts_by_sid_list_and_colour_bit(programs):
     assert counted == ((0, 0), (0, 0)) and stats == {"unmarked": 1}
 
 
+
+def test_dscp_mode_transit_counts_a_single_sid_policy_without_srh(programs):
+    """VPP's H.Encaps of one SID, like H.Encaps.Red, carries no SRH: the SID is the
+    destination."""
+    programs.configure(Marking(mode=MarkingMode.DSCP), [transit(flowmon=0, segments=(SIDS[1],))])
+    packet = frame(IPv6(src=R1, dst=SIDS[1], tc=0x04), inner())
+    _, counted, _ = run_counted(programs, "srv6pm_count", packet)
+    assert counted[0][0] == 1
+    guarded = programs.run("srv6pm_guard", bytes(packet))
+    assert Ether(guarded.packet)[IPv6].tc == 0
+
+
 # ---- domain boundary -------------------------------------------------------------------------
 
 

@@ -276,7 +276,8 @@ srv6pm_count_one (vlib_main_t *vm, srv6pm_main_t *sm, vlib_buffer_t *b, srv6pm_t
     bytes += b->current_data - vnet_buffer (b)->l2_hdr_offset;
   if (sm->mode == SRV6PM_MODE_DSCP)
     {
-      if (!p.srh_off)
+      /* a single-SID policy may come without an SRH (H.Encaps.Red; VPP's H.Encaps) */
+      if (!p.srh_off && !srv6pm_is_reduced_single (&p))
 	return srv6pm_reason (sm, thread, SRV6PM_REASON_NOT_SRV6, t);
       if (!(p.tc & sm->monitored_bit))
 	return srv6pm_reason (sm, thread, SRV6PM_REASON_UNMARKED, t);
@@ -305,7 +306,8 @@ srv6pm_guard_one (vlib_main_t *vm, srv6pm_main_t *sm, vlib_buffer_t *b, srv6pm_t
   u8 *ip = vlib_buffer_get_current (b);
   srv6pm_pkt_t p;
 
-  if (srv6pm_parse (ip, b->current_length, &p) >= 0 || !p.srh_off)
+  if (srv6pm_parse (ip, b->current_length, &p) >= 0 ||
+      (!p.srh_off && !srv6pm_is_reduced_single (&p)))
     return;
   if (sm->mode == SRV6PM_MODE_DSCP)
     {
