@@ -97,7 +97,12 @@ def _run(lab: Lab, args: argparse.Namespace) -> int:
         for router in lab.topology.routers:
             pid = lab.pid(router)
             manager = f"grpc {lab.grpc_address(router)} pid {pid} log {lab.log_path(router)}"
-            print(f"{router}: netns {lab.netns(router)}" + (f", {manager}" if pid else ""))
+            vpp = lab.vpp(router) if lab.topology.is_vpp(router) else None
+            print(
+                f"{router}: netns {lab.netns(router)}"
+                + (f", vpp pid {lab.vpp_pid(router)} cli {vpp.sockets.cli}" if vpp else "")
+                + (f", {manager}" if pid else "")
+            )
         for host in lab.topology.hosts:
             print(f"{host}: netns {lab.netns(host)}")
         if lab.tls:

@@ -10,6 +10,14 @@ The forward hook also sees SRv6 traffic, with the outer destination = the active
 ingress router after H.Encaps (first SID), on a transit router after End (next SID). The
 counter counts skbs, so it is exact for traffic the kernel does not aggregate (GRO is off for
 forwarded UDP on veth by default).
+
+A VPP router's packets never meet the kernel's forward hook: VPP forwards them and sends them
+through af_packet on the veth. There the same rule sits in a netdev egress chain of that veth
+(:func:`add_egress_rule_script`), which sees them because VPP's af_packet goes through the
+qdisc layer (``qdisc-bypass-disable``). It cannot ``drop``: af_packet treats a packet dropped on
+transmit as congestion and sends the same frame again at its next send, so the packets would
+come late, not go missing. It forwards them instead (``fwd``) to a veth of the namespace whose
+far end is down (``drop_sink``, made by the lab for every VPP router), where they are gone.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ from typing import Any
 
 TABLE = "srv6pm_lab"
 CHAIN = "forward"
+EGRESS_CHAIN = "egress-"  # + the veth's name: the netdev chain of a veth VPP sends on
+IPV6_HEADER = 40
 MAX_COUNT = 100_000  # (burst + 1) * ns-per-day (8.64e13) must fit the kernel's s64 tokens
 
 
@@ -64,6 +74,34 @@ def add_rule_script(
     )
 
 
+def add_egress_rule_script(
+    interface: str,
+    count: int,
+    dst: IPv6Address | IPv6Network | None,
+    min_length: int | None = None,
+    every: int | None = None,
+    sink: str = "drop_sink",
+) -> str:
+    """As :func:`add_rule_script`, for the packets a VPP router sends on ``interface``: a rule
+    in that veth's netdev egress chain that sends the first ``count`` matching packets to
+    ``sink`` (see the module's docstring)."""
+    match = "meta protocol ip6"
+    if dst is not None:
+        match += f" ip6 daddr {dst}"
+    if min_length is not None:  # the payload length: at egress `meta length` counts Ethernet's
+        match += f" ip6 length >= {max(0, min_length - IPV6_HEADER)}"
+    if every is not None:
+        match += f" numgen inc mod {every} == {every - 1}"
+    chain = f"{EGRESS_CHAIN}{interface}"
+    return (
+        f"add table netdev {TABLE}\n"
+        f"add chain netdev {TABLE} {chain} "
+        f'{{ type filter hook egress device "{interface}" priority filter; policy accept; }}\n'
+        f"add rule netdev {TABLE} {chain} {match} "
+        f'limit rate 1/day burst {count} packets counter fwd to "{sink}"\n'
+    )
+
+
 def parse_echo_handle(output: str) -> int:
     """The handle of the rule in ``nft --echo --handle`` output."""
     handles = re.findall(r"^add rule .*# handle (\d+)$", output, re.MULTILINE)
@@ -73,13 +111,20 @@ def parse_echo_handle(output: str) -> int:
 
 
 def parse_rules(node: str, listing: str) -> dict[int, DropRule]:
-    """Drop rules (by handle) from ``nft -j list table ip6 srv6pm_lab`` output."""
+    """Drop rules (by handle) from ``nft -j list table ip6 srv6pm_lab`` output, or from
+    ``nft -j list table netdev srv6pm_lab`` (the egress chains of a VPP router's veths)."""
     rules: dict[int, DropRule] = {}
     for item in json.loads(listing).get("nftables", []):
         rule = item.get("rule")
         if rule is None:
             continue
-        fields: dict[str, Any] = {"interface": "", "count": 0, "dst": None, "dropped": 0}
+        chain = str(rule.get("chain", ""))
+        fields: dict[str, Any] = {
+            "interface": chain.removeprefix(EGRESS_CHAIN) if chain.startswith(EGRESS_CHAIN) else "",
+            "count": 0,
+            "dst": None,
+            "dropped": 0,
+        }
         for expr in rule["expr"]:
             if "match" in expr:
                 left, right = expr["match"]["left"], expr["match"]["right"]

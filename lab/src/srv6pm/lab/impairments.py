@@ -1,6 +1,7 @@
 """Impairments a test injects on a lab link: exact packet drops (nftables rules, see
 :mod:`.drops`), a fixed delay (an NFQUEUE program, see :mod:`.delay`) and NIC offloads
-switched on or off (ethtool)."""
+switched on or off (ethtool). They act on the kernel's veths (:meth:`Network.kernel_interface`),
+whatever the node's driver."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from . import drops
 from .drops import DropRule
 from .errors import LabError
-from .network import Network
+from .network import DROP_SINK, Network
 from .programs import module_argv, readline
 from .topology import parse_ipv6_dst
 
@@ -44,13 +45,19 @@ class Impairments:
         ``dst`` restricts the rule to that IPv6 destination (outer header: the active SID)
         or prefix, ``min_length`` to packets of at least that many octets, ``every`` to each
         n-th of the matching packets (see :mod:`srv6pm.lab.drops`). Returns the rule
-        (its ``handle`` identifies it in :meth:`drop_counters`).
+        (its ``handle`` identifies it in :meth:`drop_counters`; its ``interface`` is the
+        kernel veth it sits on). On a VPP router the rule sits on the veth VPP sends on.
         """
         if not 1 <= count <= drops.MAX_COUNT:
             raise LabError(f"count must be in 1..{drops.MAX_COUNT}, got {count}")
-        interface = self.network.interface(node, to_peer)
+        interface = self.network.kernel_interface(node, to_peer)
         parsed = parse_ipv6_dst(dst) if dst is not None else None
-        script = drops.add_rule_script(interface, count, parsed, min_length, every)
+        if self.network.topology.is_vpp(node):
+            script = drops.add_egress_rule_script(
+                interface, count, parsed, min_length, every, sink=DROP_SINK[0]
+            )
+        else:
+            script = drops.add_rule_script(interface, count, parsed, min_length, every)
         r = self.network.exec(
             node,
             ["nft", "--echo", "--handle", "-f", "-"],
@@ -73,7 +80,7 @@ class Impairments:
         """The drop rules of ``node`` by handle, with their current ``dropped`` counters."""
         r = self.network.exec(
             node,
-            ["nft", "-j", "list", "table", "ip6", drops.TABLE],
+            ["nft", "-j", "list", "table", self._family(node), drops.TABLE],
             capture_output=True,
             text=True,
             check=False,
@@ -87,21 +94,38 @@ class Impairments:
     def clear_drops(self, node: str) -> None:
         """Remove every drop rule of ``node`` (deletes its ``srv6pm_lab`` table)."""
         self.network.exec(
-            node, ["nft", "delete", "table", "ip6", drops.TABLE], capture_output=True, check=False
+            node,
+            ["nft", "delete", "table", self._family(node), drops.TABLE],
+            capture_output=True,
+            check=False,
         )
+
+    def _family(self, node: str) -> str:
+        """The nftables family of ``node``'s drop rules: ``netdev`` on a VPP router (egress
+        chains of its veths), else ``ip6`` (the forward hook)."""
+        self.network.check_node(node)
+        return "netdev" if self.network.topology.is_vpp(node) else "ip6"
 
     # --- delay ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def delay(self, node: str, to_peer: str, delay_ms: float, queue: int = 7) -> Iterator[None]:
         """Context manager: every packet ``node`` forwards toward ``to_peer`` is held
-        ``delay_ms`` (see :mod:`srv6pm.lab.delay`; there is no netem in this kernel)."""
+        ``delay_ms`` (see :mod:`srv6pm.lab.delay`; there is no netem in this kernel).
+        Not on a VPP router: what it forwards never meets the kernel's forward hook, and
+        netfilter cannot queue to userspace from a veth's egress hook."""
+        interface = self.network.kernel_interface(node, to_peer)
+        if self.network.topology.is_vpp(node):
+            raise LabError(
+                f"delay injection needs a Linux router as the sending end: {node} is a VPP "
+                f"router (delay {to_peer}'s side instead, or use another link)"
+            )
         rule = [
             "-t",
             "mangle",
             "FORWARD",
             "-o",
-            self.network.interface(node, to_peer),
+            interface,
             "-j",
             "NFQUEUE",
             "--queue-num",
@@ -142,21 +166,13 @@ class Impairments:
     def offloads(self, node: str, peer: str, **features: bool) -> Iterator[None]:
         """Context manager: ethtool features (``tso``, ``gso``, ``gro``, ...) of ``node``'s
         interface toward ``peer`` set for its duration, then set back as they were."""
-        interface = self.network.interface(node, peer)
+        interface = self.network.kernel_interface(node, peer)
         shown = self.network.exec(
             node, ["ethtool", "-k", interface], capture_output=True, text=True
         )
         before = {f: f"{_OFFLOAD_NAMES.get(f, f)}: on" in shown.stdout for f in features}
-        self._ethtool(node, interface, features)
+        self.network.ethtool(node, interface, features)
         try:
             yield
         finally:
-            self._ethtool(node, interface, before)
-
-    def _ethtool(self, node: str, interface: str, features: dict[str, bool]) -> None:
-        args = [a for f, on in features.items() for a in (f, "on" if on else "off")]
-        r = self.network.exec(
-            node, ["ethtool", "-K", interface, *args], capture_output=True, text=True
-        )
-        if r.returncode != 0:
-            raise LabError(f"ethtool in {node} failed: {r.stderr.strip()}")
+            self.network.ethtool(node, interface, before)
