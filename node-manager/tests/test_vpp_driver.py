@@ -204,6 +204,15 @@ def test_policy_applied_twice_changes_nothing_and_is_steered(
     api.disconnect()
 
 
+def test_vpp_own_encapsulation_source_is_kept_when_set(router: Router, driver: VppDriver) -> None:
+    router.vpp.cli("set sr encaps source addr fc00:a::1")  # as `ip sr tunsrc set` on Linux
+    driver.add_policy(SrPolicy("p", STEERED, SIDS))
+    api = router.api()
+    (details,) = vpp_policies(api).values()
+    assert details.encap_src == IPv6Address("fc00:a::1")
+    api.disconnect()
+
+
 def test_changed_policy_is_steered_into_a_new_bsid_and_the_old_one_removed(
     router: Router, driver: VppDriver
 ) -> None:

@@ -81,8 +81,8 @@ class Settings(BaseSettings):
     )
     vpp_encap_source: str = Field(
         "",
-        description="vpp driver: outer source address of H.Encaps ('' = an address of the "
-        "interface toward the first SID, or VPP's `set sr encaps source` if it has none).",
+        description="vpp driver: outer source address of H.Encaps ('' = VPP's own `set sr "
+        "encaps source addr` if set, else an address of the interface toward the first SID).",
     )
     history_blocks: int = Field(32, ge=3, description="Block snapshots kept in memory.")
     clock_sync: Literal["auto", "yes", "no"] = Field(

@@ -58,6 +58,17 @@ class Fib:
             f"VPP has no route to {address} through an interface: name a device"
         )
 
+    def encaps_source(self) -> IPv6Address | None:
+        """VPP's own outer source (`set sr encaps source addr`), if one is set: the binary API
+        has no request for it, the CLI shows it."""
+        shown = str(self._api.call("cli_inband", cmd="show sr encaps source addr").reply)
+        _, _, value = shown.partition("=")
+        try:
+            source = IPv6Address(value.strip())
+        except ValueError:
+            return None
+        return None if source.is_unspecified else source
+
     def source_toward(self, address: str) -> IPv6Address | None:
         """An IPv6 address (not link-local) of the interface toward `address`, if it has one."""
         try:

@@ -153,10 +153,13 @@ class Policies:
             )
 
     def _source(self, p: SrPolicy) -> IPv6Address:
-        """The outer source address: the setting, else an address of the interface toward the
-        first SID (as the kernel picks one), else :: (VPP's `set sr encaps source`)."""
+        """The outer source address: the setting, else VPP's own (`set sr encaps source`, as
+        the kernel's `ip sr tunsrc`), else an address of the interface toward the first SID
+        (as the kernel picks one). :: leaves it to VPP."""
         if self._encap_source:
             return ip6(self._encap_source)
+        if self._fib.encaps_source() is not None:
+            return IPv6Address("::")
         return self._fib.source_toward(p.paths()[0].segments[0]) or IPv6Address("::")
 
     def _check_not_steered_elsewhere(self, p: SrPolicy) -> None:
