@@ -36,7 +36,7 @@ SHAPES = {  # flow -> (h2 address, SID list, mode, FlowMonID)
 @contextlib.contextmanager
 def capture(lab: Lab, node: str, peer: str, path: Path, count: int) -> Iterator[list]:
     """The first `count` IPv6 packets `node` receives from `peer` (tshark), read at exit."""
-    argv = ["tshark", "-q", "-i", lab.interface(node, peer), "-f", "ip6 and not icmp6"]
+    argv = ["tshark", "-q", "-i", lab.kernel_interface(node, peer), "-f", "ip6 and not icmp6"]
     proc = lab.popen(
         node, [*argv, "-c", str(count), "-w", str(path)], stderr=subprocess.PIPE, text=True
     )
@@ -109,7 +109,7 @@ def more_shapes(lab: Lab) -> Iterator[None]:
                 flow_mon_id=flowmon,
             )
     for address, *_ in SHAPES.values():
-        h2_if = lab.interface("h2", "r3")
+        h2_if = lab.kernel_interface("h2", "r3")
         lab.exec("h2", ["ip", "-6", "addr", "add", f"{address}/128", "dev", h2_if], check=True)
     scenario.apply_states(lab, states)
     try:

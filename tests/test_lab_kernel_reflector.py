@@ -100,7 +100,7 @@ def reflect_hooks(lab) -> list[str]:
     """r3's interfaces whose ingress holds the in-kernel reflector."""
     found = []
     for peer in R3_PEERS:
-        interface = lab.interface("r3", peer)
+        interface = lab.kernel_interface("r3", peer)
         argv = ["tc", "filter", "show", "dev", interface, "ingress"]
         if "srv6pm_reflect" in lab.exec("r3", argv, capture_output=True, text=True).stdout:
             found.append(interface)
@@ -109,7 +109,7 @@ def reflect_hooks(lab) -> list[str]:
 
 def test_an_authenticated_reflector_takes_the_kernel_out(stamp_lab, blocks):
     lab = stamp_lab
-    every = [lab.interface("r3", peer) for peer in R3_PEERS]
+    every = [lab.kernel_interface("r3", peer) for peer in R3_PEERS]
     assert reflect_hooks(lab) == every
     key = bytes(range(32))
     scenario.apply_states(lab, scenario.stamp_states(lab, key, key))
@@ -172,7 +172,7 @@ def test_delays_through_the_kernel_are_within_50_us_of_the_userspace_reflectors(
         # another state, then this one again: the node manager hooks the kernel reflector anew
         scenario.apply_states(lab, scenario.stamp_states(lab, bytes(32), bytes(32)))
         scenario.apply_states(lab, scenario.stamp_states(lab))
-    assert reflect_hooks(lab) == [lab.interface("r3", peer) for peer in R3_PEERS]
+    assert reflect_hooks(lab) == [lab.kernel_interface("r3", peer) for peer in R3_PEERS]
     assert len(kernel) >= 100 and len(userspace) >= 100
     k, u = statistics.median(kernel), statistics.median(userspace)
     print(f"two-way delay median: kernel {k:.1f} us, userspace {u:.1f} us")

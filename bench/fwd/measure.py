@@ -66,8 +66,8 @@ class Meters:
     def __init__(self, lab: Lab, probe: NetRxProbe, node_manager: int) -> None:
         self._probe = probe
         self._node_manager = node_manager
-        self._gen_if = lab.interface("gen", "r1")
-        self._sink_if = lab.interface("sink", "r1")
+        self._gen_if = lab.kernel_interface("gen", "r1")
+        self._sink_if = lab.kernel_interface("sink", "r1")
         self._gen = NetnsCounters(lab, "gen")
         self._sink = NetnsCounters(lab, "sink")
 
@@ -141,7 +141,7 @@ class Generator:
 
     def __init__(self, lab: Lab, binary: Path) -> None:
         self._lab = lab
-        gen_if = lab.interface("gen", "r1")
+        gen_if = lab.kernel_interface("gen", "r1")
         self._argv = taskset(GEN_CORE, [str(binary), "--ifname", gen_if])
 
     def start(self, frames: Path, rate: int, duration_s: float) -> subprocess.Popen[str]:

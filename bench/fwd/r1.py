@@ -142,8 +142,8 @@ class R1:
 def prepare_network(lab: Lab, prefix: str) -> tuple[str, str]:
     """RPS, the sink's drop, r1's neighbour entry, clsact qdiscs; returns (gen's MAC, r1's MAC
     toward gen)."""
-    r1_in, r1_out = lab.interface("r1", "gen"), lab.interface("r1", "sink")
-    sink_in = lab.interface("sink", "r1")
+    r1_in, r1_out = lab.kernel_interface("r1", "gen"), lab.kernel_interface("r1", "sink")
+    sink_in = lab.kernel_interface("sink", "r1")
     # r1's receive and forwarding on the router core, away from the generator.
     sh(lab, "r1", rps_command(r1_in, ROUTER_CORE))
     # veth delivers on the transmitting CPU: without this the sink's receive would run on the
@@ -167,4 +167,4 @@ def prepare_network(lab: Lab, prefix: str) -> tuple[str, str]:
     # them when it first attaches and never removes them).
     for dev in (r1_in, r1_out):
         sh(lab, "r1", f"tc qdisc replace dev {dev} clsact")
-    return read_mac(lab, "gen", lab.interface("gen", "r1")), read_mac(lab, "r1", r1_in)
+    return read_mac(lab, "gen", lab.kernel_interface("gen", "r1")), read_mac(lab, "r1", r1_in)

@@ -171,7 +171,7 @@ def states(
 
 def host_addresses(lab: Lab) -> None:
     """h2 answers on every policy's address (one per policy: policies steer by prefix)."""
-    interface = lab.interface("h2", "r4")
+    interface = lab.kernel_interface("h2", "r4")
     for address in (VIA_R3_ADDRESS, HASHED_ADDRESS):
         lab.network.exec(
             "h2", ["ip", "-6", "addr", "replace", f"{address}/64", "dev", interface, "nodad"]
