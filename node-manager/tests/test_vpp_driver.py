@@ -20,18 +20,23 @@ from typing import Any
 import pytest
 from srv6pm.common.srv6 import Behaviour, EncapMode, MarkingMode, Role
 from srv6pm.lab.vpp import VPP_API_FILES, VppProcess, stop
+from srv6pm.node_manager.adapters.journal import Journal
 from srv6pm.node_manager.config import Settings
 from srv6pm.node_manager.domain.errors import FailedPrecondition, InvalidArgument
 from srv6pm.node_manager.domain.model import (
+    Changes,
     LocalSid,
     Marking,
     MonitoredFlow,
+    NodeState,
     ProbeRoute,
     SegmentList,
     SrPolicy,
 )
 from srv6pm.node_manager.drivers import base, registry
 from srv6pm.node_manager.drivers.vpp.driver import VppDriver, api_files
+from srv6pm.node_manager.service.node import NodeService
+from srv6pm.node_manager.service.results import ResultsService
 from vpp_papi import VPPApiClient
 
 pytestmark = pytest.mark.root
@@ -505,3 +510,44 @@ def test_vpp_restart_is_detected_and_flows_installed_again(router: Router) -> No
         assert "fc00:1::e" in router.vpp.cli("show sr localsids")
     finally:
         d.close()
+
+
+# ---- through the node service -----------------------------------------------------------------
+
+
+def test_node_service_applies_a_state_once_on_vpp(router: Router, driver: VppDriver) -> None:
+    journal = Journal(router.state_dir / "journal.db", 3600, 1 << 30)
+    results = ResultsService(journal, "r", PERIOD_NS)
+    service = NodeService(driver, results, router.state_dir, PERIOD_NS, PERIOD_NS // 4)
+    state = NodeState(
+        policies=(
+            SrPolicy("one", STEERED, SIDS),
+            SrPolicy(
+                "two",
+                "fd00:8::/64",
+                (),
+                segment_lists=(SegmentList("a", SIDS, 2), SegmentList("b", (T,), 1)),
+            ),
+        ),
+        local_sids=(
+            LocalSid("fc00:1::d6", Behaviour.END_DT6),
+            LocalSid("fc00:1::71", Behaviour.END_X, T),
+        ),
+        flows=(INGRESS, EGRESS),
+    )
+    try:
+        first = service.apply(state)
+        assert (first.policies.added, first.local_sids.added, first.flows.added) == (2, 2, 2)
+        again = service.apply(state)
+        assert (again.policies, again.local_sids, again.flows) == (
+            Changes(0, 0, 2),
+            Changes(0, 0, 2),
+            Changes(0, 0, 2),
+        )
+        held = service.state()
+        assert {p.name for p in held.policies} == {"one", "two"}
+        service.apply(NodeState())
+        assert driver.policies() == [] and driver.local_sids() == [] and driver.flows() == []
+    finally:
+        service.stop()
+        journal.close()
