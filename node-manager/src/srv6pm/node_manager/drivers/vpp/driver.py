@@ -49,11 +49,13 @@ def plugin_dir() -> Path:
 
 
 def api_files(vpp_api_dir: Path) -> list[Path]:
-    """VPP's own API files and the plugin's (when built)."""
-    files = sorted(vpp_api_dir.glob("**/*.api.json"))
+    """VPP's own API files and the plugin's (the package's when built, else one installed
+    with VPP's), each name once."""
+    files = {f.name: f for f in sorted(vpp_api_dir.glob("**/*.api.json"))}
     if not files:
         raise FailedPrecondition(f"no VPP API files (*.api.json) in {vpp_api_dir}")
-    return files + sorted(plugin_dir().glob("*.api.json"))
+    files |= {f.name: f for f in sorted(plugin_dir().glob("*.api.json"))}
+    return list(files.values())
 
 
 class VppDriver:
