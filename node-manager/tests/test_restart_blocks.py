@@ -79,6 +79,8 @@ def test_blocks_spanning_a_data_plane_restart_are_invalid_with_a_reason(tmp_path
     clock = Clock(B0 * T - T + S // 10)
     service, journal = start(driver, clock, tmp_path)
     restart_in = B0 + 3
+    restarts: list[int] = []  # the server gives the restarted data plane its state again
+    service.periodic.on_data_plane_restart(lambda: restarts.append(driver.epoch))
     try:
         for block in range(B0 - 1, B0 + 8):
             clock.now = block * T + S // 10
@@ -89,6 +91,7 @@ def test_blocks_spanning_a_data_plane_restart_are_invalid_with_a_reason(tmp_path
             clock.now = block * T + T // 2
             service.periodic.tick()
         journal.flush()
+        assert restarts == [2]
         for block in range(B0, B0 + 7):
             if block in (restart_in - 1, restart_in):  # their snapshots straddle the restart
                 with pytest.raises(FailedPrecondition, match="data plane restarted"):

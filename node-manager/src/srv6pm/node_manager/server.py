@@ -164,6 +164,8 @@ class NodeManagerServer:
 
     def start(self) -> None:
         self.servicer.restore()
+        # a restarted data plane (VPP) lost its policies and SIDs: they are given again
+        self.service.periodic.on_data_plane_restart(self.servicer.restore)
         self.service.start()
         if self.publisher:
             self.publisher.start()

@@ -22,6 +22,7 @@ from ..drivers.base import (
     DataPlaneDriver,
     FlowCounters,
     PacketStats,
+    counter_epoch,
     kernel_reflector,
     namespaced_sockets,
 )
@@ -83,7 +84,13 @@ class NodeService:
         self.clock_sync.follow(self.stamp.set_clock_synchronised)
         self.clock_sync.follow(self._kernel.set_clock_synchronised)
         self.periodic = Periodic(
-            self.reads, self._kernel, self.clock_sync, self.blocks, guard_ns, clock
+            self.reads,
+            self._kernel,
+            self.clock_sync,
+            self.blocks,
+            guard_ns,
+            clock,
+            lambda: counter_epoch(driver),
         )
 
     @property

@@ -49,6 +49,7 @@ class Periodic:
         blocks: BlockClock,
         guard_ns: int,
         clock: Callable[[], int],
+        counter_epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         self._reads = reads
         self._feed = feed
@@ -57,6 +58,9 @@ class Periodic:
         self._guard_ns = guard_ns
         self._clock = clock
         self._reflector_block = -1  # the last closed block handed to the in-kernel reflector
+        self._counter_epoch = counter_epoch
+        self._epoch = 0  # the data plane's counter epoch at the last tick (0: not read yet)
+        self._restart_followers: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -75,13 +79,27 @@ class Periodic:
             wake = min(self._reads.next_read(), self._next_closed_block())
             self._stop.wait(max(0.0, (wake - self._clock()) / 1e9))
 
+    def on_data_plane_restart(self, follower: Callable[[], None]) -> None:
+        """Call `follower` when the data plane restarted under us (its counter epoch changed:
+        VPP restarted and lost what it was given)."""
+        self._restart_followers.append(follower)
+
     def tick(self) -> None:
         """One pass: whatever is due now."""
         try:
             self._reads.snapshot()
             self.closed_block()
+            self._follow_restarts()
         except Exception:
             log.exception("block snapshot failed")
+
+    def _follow_restarts(self) -> None:
+        epoch = self._counter_epoch()
+        if self._epoch and epoch != self._epoch:
+            log.warning("the data plane restarted (counter epoch %x, was %x)", epoch, self._epoch)
+            for follower in self._restart_followers:
+                follower()
+        self._epoch = epoch
 
     def closed_block(self) -> None:
         """Once per block, when the last closed block's counts are stable (the guard), before
