@@ -425,6 +425,15 @@ def test_flows_keep_their_slots_when_the_node_manager_restarts(router: Router) -
         d.close()
 
 
+def test_flow_the_plugin_refuses_is_not_kept(router: Router, driver: VppDriver) -> None:
+    twin = replace(INGRESS, name="twin", flowmon_id=0x999)  # the same SID list
+    driver.update_flows([INGRESS], [])
+    with pytest.raises(FailedPrecondition, match="flow 'twin'"):
+        driver.update_flows([twin], [])
+    assert driver.flows() == [INGRESS]
+    assert plugin_view(router)[0] == {0: (1, 0x12345)}
+
+
 def test_marking_sets_the_plugin_and_guards_the_boundary(router: Router, driver: VppDriver) -> None:
     marking = Marking(MarkingMode.DSCP, 0x10, 0x20, ("host-r-h",))
     driver.set_marking(marking)

@@ -95,20 +95,31 @@ class VppApi:
         return list(self._send(message, kwargs))
 
     def _send(self, message: str, kwargs: dict[str, Any]) -> Any:
+        """Send once more, on a new connection, if the first finds the connection dead."""
         with self._lock:
-            for attempt in (0, 1):
-                if not self._connected:
-                    self._open()
-                try:
-                    return getattr(self._client.api, message)(**kwargs)
-                except OSError as e:
-                    self._connected = False
-                    log.warning("VPP connection lost socket=%s error=%s", self._socket, e)
-                    if attempt:
-                        raise FailedPrecondition(
-                            f"VPP does not answer on {self._socket}: {e}"
-                        ) from None
-            raise AssertionError("unreachable")
+            try:
+                return self._send_once(message, kwargs)
+            except OSError as e:
+                log.warning("VPP connection lost socket=%s error=%s", self._socket, e)
+            try:
+                return self._send_once(message, kwargs)
+            except OSError as e:
+                raise FailedPrecondition(f"VPP does not answer on {self._socket}: {e}") from None
+
+    def _send_once(self, message: str, kwargs: dict[str, Any]) -> Any:
+        if not self._connected:
+            self._open()
+        try:
+            return getattr(self._client.api, message)(**kwargs)
+        except OSError:
+            self._connected = False
+            raise
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held through a change made of several requests, so that a reconnection (which
+        installs the saved state again) never runs in the middle of one."""
+        return self._lock
 
     def close(self) -> None:
         with self._lock:

@@ -107,10 +107,12 @@ class VppDriver:
         return self._policies.policies()
 
     def add_policy(self, policy: SrPolicy) -> None:
-        self._policies.add(policy)
+        with self._api.lock:
+            self._policies.add(policy)
 
     def remove_policy(self, policy: SrPolicy) -> None:
-        self._policies.remove(policy)
+        with self._api.lock:
+            self._policies.remove(policy)
 
     def probe_routes(self) -> list[ProbeRoute]:
         return []
@@ -123,10 +125,12 @@ class VppDriver:
         return self._sids.local_sids()
 
     def add_local_sid(self, sid: LocalSid) -> None:
-        self._sids.add(sid)
+        with self._api.lock:
+            self._sids.add(sid)
 
     def remove_local_sid(self, sid: LocalSid) -> None:
-        self._sids.remove(sid)
+        with self._api.lock:
+            self._sids.remove(sid)
 
     def local_addresses(self) -> set[str]:
         return set()
@@ -144,13 +148,15 @@ class VppDriver:
         return self._monitor.flow_names()
 
     def update_flows(self, add: Iterable[MonitoredFlow], remove: Iterable[MonitoredFlow]) -> None:
-        self._monitor.update_flows(add, remove)
+        with self._api.lock:
+            self._monitor.update_flows(add, remove)
 
     def marking(self) -> Marking:
         return self._monitor.marking()
 
     def set_marking(self, marking: Marking) -> None:
-        self._monitor.set_marking(marking)
+        with self._api.lock:
+            self._monitor.set_marking(marking)
 
     def read_counters(self, flows: Iterable[str]) -> Mapping[str, FlowCounters]:
         return self._monitor.read_counters(flows)

@@ -19,7 +19,7 @@ from srv6pm.common.srv6 import MarkingMode, Role
 from ...domain.errors import FailedPrecondition
 from ...domain.model import MAX_SEGMENTS, Marking, MonitoredFlow
 from ..base import ColourCount, FlowCounters, PacketStats
-from .api import NO_INDEX, VppApi
+from .api import NO_INDEX, VppApi, VppRefused
 from .fib import Fib
 from .state import InstalledFlow, StateFile
 
@@ -180,8 +180,15 @@ class Monitor:
             for f in add
         )
         self._state.update(flows=flows + installed)  # intent first: the slots are ours
-        for f in installed:
-            self._flow_add(f)
+        for i, f in enumerate(installed):
+            try:
+                self._flow_add(f)
+            except VppRefused as e:  # e.g. a SID list or FlowMonID another flow holds
+                self._state.update(flows=flows + installed[:i])
+                self.sync_hooks(strict=False)
+                raise FailedPrecondition(
+                    f"flow {f.name!r}: {e} (a SID list or FlowMonID another flow holds?)"
+                ) from None
         self.sync_hooks()
 
     def _flow_add(self, f: InstalledFlow) -> None:
