@@ -317,6 +317,23 @@ def test_local_sids_of_each_behaviour_applied_twice(router: Router, driver: VppD
     assert "Address" not in router.vpp.cli("show sr localsids")
 
 
+def test_local_sids_and_policies_stay_ours_when_the_node_manager_restarts(router: Router) -> None:
+    sid, p = LocalSid("fc00:1::e", Behaviour.END), SrPolicy("", STEERED, SIDS)
+    d = router.driver()
+    d.add_local_sid(sid)
+    d.add_policy(p)
+    d.close()
+    d = router.driver()  # the same VPP: what the state file lists is still ours
+    try:
+        assert d.local_sids() == [sid]
+        assert routed(d.policies()) == {p.routed()}
+        d.remove_local_sid(sid)
+        d.remove_policy(p)
+        assert d.local_sids() == [] and d.policies() == []
+    finally:
+        d.close()
+
+
 # ---- ownership --------------------------------------------------------------------------------
 
 
