@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from srv6pm.lab import Lab, Topology
+from srv6pm.lab import Lab, Topology, scenario
 from srv6pm.lab.drops import add_egress_rule_script, parse_rules
 from srv6pm.lab.lab import NETNS_DIR
+from srv6pm.lab.vpp import cli_error
 
 # h1 -> h2 through r1 (linux), r2 (vpp), r3 (linux) with plain routes (no SRv6)
 H2 = "fd00:2::2"
@@ -130,6 +131,20 @@ def test_egress_rule_is_read_back_with_its_veth() -> None:
     }
     rule = parse_rules("r2", json.dumps(listing))[4]
     assert (rule.interface, rule.count, rule.dst, rule.dropped) == ("r2-r3", 5, "fd00:2::2", 2)
+
+
+def test_cli_errors_are_told_from_output() -> None:
+    assert cli_error(
+        "set interface ip address host-x fcf0::1/64",
+        "set interface ip address: unknown interface `host-x fcf0::1/64'",
+    )
+    assert cli_error("show bogus", "show: unknown input `bogus'")
+    assert cli_error("ip route add zz via 1", "ip route: parse error `zz via 1'")
+    assert not cli_error(
+        "show errors", "Count   Node   Reason   Severity\n  5  ip6-input  x  error"
+    )
+    assert not cli_error("show sr policies", "SR policies:")
+    assert not cli_error("ping fcf0::1", "76 bytes from fcf0::1: icmp_seq=1 ttl=64 time=1 ms")
 
 
 # --- with root: real namespaces and VPPs ----------------------------------------------------
@@ -252,3 +267,22 @@ def test_drop_on_a_vpp_sending_end_matches_its_destination_only(mixed: Lab) -> N
 def test_delay_on_a_vpp_sending_end_is_refused(mixed: Lab) -> None:
     with pytest.raises(Exception, match="r2 is a VPP router"), mixed.delay("r2", "r3", 5.0):
         pass
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("name", ["mixed", "vpp-ingress", "vpp-egress", "vpp-chain"])
+def test_scenario_policies_carry_every_packet_across_vpp_routers(name: str, base_port: int) -> None:
+    """The default scenario (SR policies, local SIDs and flows through the node managers'
+    gRPC API) with VPP as ingress, transit or egress: every packet arrives, the first ones too
+    (the lab has resolved VPP's neighbours)."""
+    lab = Lab(Topology.load(name), prefix=_prefix(), base_port=base_port)
+    try:
+        lab.up()
+        scenario.apply(lab)
+        for src, dst, address in [("h1", "h2", scenario.H2), ("h2", "h1", scenario.H1)]:
+            with lab.receive_udp(dst, port=9700, idle=0.5) as rx:
+                lab.send_udp(src, address, 100, port=9700)
+                got = rx.result()
+            assert got.received == got.unique == 100, (src, dst, got.missing)
+    finally:
+        lab.down()

@@ -24,8 +24,9 @@ NETNS_DIR = Path("/run/netns")
 # rule drops a packet VPP sends by forwarding it here (see :mod:`.drops`). A link's interface
 # name has a "-" in its first 15 characters, so none has these names.
 DROP_SINK = ("drop_sink", "drop_peer")
-# ethtool's names of the offloads turned off where VPP meets a veth
-_SUPER_PACKET_OFFLOADS = ("tso", "gso", "gro")
+# ethtool's names of the offloads turned off where VPP meets a veth (see Network.build)
+_SUPER_PACKETS = ("tso", "gso", "gro")
+_CHECKSUM_LEFT_TO_NIC = ("tx",)
 
 
 class Network:
@@ -167,15 +168,21 @@ class Network:
             cmds += [f"address add {addr} dev {ifname} nodad" for ifname, addr in ifaces]
             cmds += [f"route add {r.dst} via {r.via}" for r in topo.routes(node)]
             run(["ip", "-6", "-n", self.netns(node), "-batch", "-"], input="\n".join(cmds) + "\n")
-        # Super-packets must not reach VPP: af_packet without its vnet header feature cannot
-        # take them, and with it VPP would see (and srv6pm's plugin count) one packet where
-        # the wire carries many. So both ends of every link that has a VPP end send and
-        # receive wire-sized packets only.
+        # Only packets as they would be on a wire may meet VPP, so every link with a VPP end
+        # has offloads off. Super-packets (TSO, GSO, GRO), at both ends: af_packet without
+        # its vnet header feature cannot take them, and with it VPP would see (and srv6pm's
+        # plugin count) one packet where the wire carries many. Checksum offload (tx), at a
+        # kernel end sending to VPP: a packet whose checksum is left to the NIC carries its
+        # checksum's position in the vnet header, which VPP keeps for a plain packet but drops
+        # once the packet is SRv6 (the checksum is then the inner packet's), so the packet
+        # would leave VPP with a bad checksum. Not under VPP itself: with tx off on the veth it
+        # is given, VPP's af_packet sends nothing that arrives (VPP 26.06).
         for link in topo.links:
             if any(topo.is_vpp(n) for n in link.ends):
                 (a, _), (b, _) = link.ends.items()
-                self.ethtool(a, interface_name(a, b), dict.fromkeys(_SUPER_PACKET_OFFLOADS, False))
-                self.ethtool(b, interface_name(b, a), dict.fromkeys(_SUPER_PACKET_OFFLOADS, False))
+                for node, peer in ((a, b), (b, a)):
+                    off = _SUPER_PACKETS + (() if topo.is_vpp(node) else _CHECKSUM_LEFT_TO_NIC)
+                    self.ethtool(node, interface_name(node, peer), dict.fromkeys(off, False))
 
     def _build_vpp_router(self, router: str) -> None:
         """The kernel's part of a VPP router: its veths (and the drop sink) up, without IPv6,

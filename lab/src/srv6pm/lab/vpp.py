@@ -149,7 +149,7 @@ plugins {{ path {path} plugin default {{ disable }} {plugins} }}
 
     def cli(self, *commands: str) -> str:
         """Run CLI commands in order; their output. :class:`LabError` if one reports an error
-        (VPP's CLI exits 0 either way; its errors start with the command's name or `unknown`)."""
+        (VPP's CLI exits 0 either way; see :func:`cli_error`)."""
         out = []
         for command in commands:
             r = subprocess.run(
@@ -157,11 +157,7 @@ plugins {{ path {path} plugin default {{ disable }} {plugins} }}
                 capture_output=True, text=True, check=False, timeout=10,
             )  # fmt: skip
             text = r.stdout.strip()
-            if (
-                r.returncode != 0
-                or text.startswith(("unknown input", "vppctl:"))
-                or "error" in text.lower().split(":", 1)[0]
-            ):
+            if r.returncode != 0 or cli_error(command, text):
                 raise LabError(f"VPP {self.name}: `{command}` failed: {text or r.stderr.strip()}")
             out.append(text)
         return "\n".join(out)
@@ -182,6 +178,18 @@ plugins {{ path {path} plugin default {{ disable }} {plugins} }}
                 f"VPP {self.name}: {message} failed: {r.stdout.strip() or r.stderr.strip()}"
             )
         return reply
+
+
+def cli_error(command: str, output: str) -> bool:
+    """True if ``output`` is VPP's CLI reporting an error for ``command``: ``unknown input``,
+    or the command's path (its first words) then a colon, as in ``set interface ip address:
+    unknown interface``. vppctl's own failures start with ``vppctl:``."""
+    first = output.split("\n", 1)[0]
+    if first.startswith(("unknown input", "vppctl:")):
+        return True
+    path, colon, _ = first.partition(":")
+    words = path.split()
+    return bool(colon and words and command.split()[: len(words)] == words)
 
 
 def reassembly_settings(shown: str) -> dict[str, int]:

@@ -112,6 +112,22 @@ class VppRouters:
             vpp = self.process(router)
             vpp.wait_ready(self._procs[router])
             vpp.cli(*self.commands(router))
+        for router in self.topology.vpp_routers:  # once every VPP answers
+            self.resolve_neighbours(router)
+
+    def resolve_neighbours(self, router: str, tries: int = 50) -> None:
+        """Ping every neighbour of ``router`` from its VPP until it answers. VPP drops the
+        packet that makes it look a neighbour up (the kernel queues it), so a test's first
+        packet through a VPP router would be lost without this; VPP's neighbour entries do not
+        age out."""
+        vpp = self.process(router)
+        for peer in self.topology.peers(router):
+            address = self.topology.address(peer, router).ip
+            for _ in range(tries):
+                if " 1 received" in vpp.cli(f"ping {address} repeat 1 interval 0.01"):
+                    break
+            else:
+                raise LabError(f"VPP {router}: no answer from its neighbour {peer} ({address})")
 
     def commands(self, router: str) -> list[str]:
         """The CLI commands that give ``router``'s VPP its interfaces, routes, encapsulation
