@@ -175,6 +175,10 @@ def test_vpp_lab_comes_and_goes_leaving_nothing() -> None:
         assert lab.ping("h1", "fd00:1::1")
         assert "2 received" in lab.vpp("r1").cli("ping fcf0:12::2 repeat 2 interval 0.05")
         assert "2 received" in lab.vpp("r3").cli("ping fcf0:23::2 repeat 2 interval 0.05")
+        # loss injection where VPP sends to VPP: gone, not sent again later
+        rule = lab.drop("r1", "r2", 2, dst="fcf0:12::2")
+        assert "3 received" in lab.vpp("r1").cli("ping fcf0:12::2 repeat 5 interval 0.05")
+        assert lab.drop_counters("r1")[rule.handle].dropped == 2
     finally:
         r = subprocess.run(
             [*cli, "down", "vpp-chain", "--prefix", prefix],
