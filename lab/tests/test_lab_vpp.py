@@ -90,7 +90,7 @@ def test_vpp_routers_of_the_shipped_topologies() -> None:
 
 
 def test_node_manager_of_a_vpp_router_drives_its_vpp() -> None:
-    lab = Lab(Topology.load("mixed"), prefix="vlargv")
+    lab = Lab(Topology.load("mixed"), prefix=_prefix())
     argv = lab.node_manager_argv("r2")
     sockets = lab.vpp("r2").sockets
     assert argv[argv.index("--driver") + 1] == "vpp"
@@ -99,7 +99,7 @@ def test_node_manager_of_a_vpp_router_drives_its_vpp() -> None:
     assert "--netns" not in argv
     linux = lab.node_manager_argv("r1")
     assert "--driver" not in linux
-    assert linux[linux.index("--netns") + 1] == "vlargv-r1"
+    assert linux[linux.index("--netns") + 1] == f"{lab.prefix}-r1"
 
 
 def test_egress_rule_is_read_back_with_its_veth() -> None:
