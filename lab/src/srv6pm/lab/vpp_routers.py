@@ -182,7 +182,9 @@ class VppRouters:
             except (LabError, OSError) as e:
                 problems.append(f"stop VPP {router}: {e}")
                 continue
-            self._procs.pop(router, None)
+            proc = self._procs.pop(router, None)
+            if proc is not None:
+                proc.poll()  # reaped already: this only tells the Popen so
             prefix = info.get("api_prefix") or info.get("netns")
             leftovers = [Path(info[k]) for k in ("api", "cli", "stats") if k in info]
             if prefix:
@@ -192,6 +194,10 @@ class VppRouters:
                     path.unlink(missing_ok=True)
                 except OSError as e:
                     problems.append(f"remove {path}: {e}")
+        # VPPs this process started that another one stopped (`srv6pm lab down`): reap them
+        for router, proc in list(self._procs.items()):
+            if proc.poll() is not None:
+                del self._procs[router]
         return problems
 
     def status(self, recorded: dict[str, Any]) -> dict[str, Any]:
