@@ -308,3 +308,18 @@ def test_scenario_policies_carry_every_packet_across_vpp_routers(name: str, base
             assert got.received == got.unique == 100, (src, dst, got.missing)
     finally:
         lab.down()
+
+
+@pytest.mark.root
+def test_drop_on_a_vpp_sending_end_spares_shorter_packets(mixed: Lab) -> None:
+    """``min_length`` counts the IPv6 packet, as at a Linux router's forward hook."""
+    with plain_routes(mixed):
+        rule = mixed.drop("r2", "r3", 3, dst=H2, min_length=500)
+        try:
+            for size, port, expected in [(64, 9800, 20), (600, 9801, 17)]:
+                with mixed.receive_udp("h2", port=port, idle=0.5) as rx:
+                    mixed.send_udp("h1", H2, 20, port=port, size=size)
+                    assert rx.result().received == expected, size
+            assert mixed.drop_counters("r2")[rule.handle].dropped == 3
+        finally:
+            mixed.clear_drops("r2")
