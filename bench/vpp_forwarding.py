@@ -72,11 +72,12 @@ class VppForwardingResult(TypedDict):
     environment: dict[str, object]
 
 
-def environment() -> dict[str, object]:
-    plugin = srv6pm_plugin_dir() / "srv6pm_plugin.so"
+def environment(plugin_dir: Path | None) -> dict[str, object]:
+    plugin = (plugin_dir or srv6pm_plugin_dir()) / "srv6pm_plugin.so"
     source = provenance.ROOT / "node-manager/vpp-plugin/srv6pm/node.c"
     return {
         **provenance.machine(),
+        "plugin": str(plugin),
         "plugin_sha256": provenance.sha256(plugin),
         "node_c": provenance.source_revision(source),
         "vpp": Path("/opt/vpp/bin/vpp").resolve().as_posix(),
@@ -122,6 +123,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="leave VPP's main thread SCHED_OTHER (default: SCHED_FIFO priority 1)",
     )
     p.add_argument(
+        "--plugin-dir",
+        type=Path,
+        help="load srv6pm_plugin.so and srv6pm.api.json from this directory (another build, to"
+        " compare two; node_c in the results then says nothing about it) (default: the node"
+        " manager package's, `make vpp-plugin`)",
+    )
+    p.add_argument(
         "--out", type=Path, default=RESULTS, help="results directory (default: %(default)s)"
     )
     p.add_argument("--prefix", default=PREFIX, help="namespace prefix (default: %(default)s)")
@@ -151,7 +159,7 @@ def run_group(
 ) -> tuple[GroupInfo, list[Config], list[Sample]]:
     """A fresh VPP, the group's set-up, its rounds; VPP always stopped."""
     t0 = time.monotonic()
-    router = Router(tmp, MEASURED_CORE, args.prefix)
+    router = Router(tmp, MEASURED_CORE, args.prefix, args.plugin_dir)
     try:
         if args.realtime:
             router.realtime()
@@ -187,7 +195,7 @@ def run_group(
 
 
 def bench(args: argparse.Namespace) -> VppForwardingResult:
-    check_vpp()
+    check_vpp(args.plugin_dir)
     infos: list[GroupInfo] = []
     groups: list[tuple[str, int, Sequence[Config]]] = []
     samples: list[Sample] = []
@@ -204,6 +212,7 @@ def bench(args: argparse.Namespace) -> VppForwardingResult:
                 samples += got
     rows = summarise(groups, samples)
     settings = {**vars(args), "out": str(args.out), "target": TARGET}
+    settings["plugin_dir"] = str(args.plugin_dir or srv6pm_plugin_dir())
     return {
         "settings": settings,
         "groups": infos,
@@ -211,7 +220,7 @@ def bench(args: argparse.Namespace) -> VppForwardingResult:
         "summary": rows,
         "table": table(rows),
         "warnings": warnings(rows),
-        "environment": {**environment(), "loadavg_start": loadavg_start},
+        "environment": {**environment(args.plugin_dir), "loadavg_start": loadavg_start},
     }
 
 

@@ -55,17 +55,20 @@ PLUGIN_FIELDS = (
 
 class BenchVpp(VppProcess):
     """The lab's VPP process with the settings of a measurement: a heap for 10,000 policies,
-    the main thread on ``core``, the stats segment's per-node counters every 50 ms."""
+    the main thread on ``core``, the stats segment's per-node counters every 50 ms; srv6pm's
+    plugin from ``plugin_dir`` (another build than the package's, to compare two)."""
 
-    def __init__(self, netns: str, run_dir: Path, core: int) -> None:
+    def __init__(self, netns: str, run_dir: Path, core: int, plugin_dir: Path) -> None:
         super().__init__("vb", netns, run_dir)
         self.core = core
+        self.plugin_dir = plugin_dir
 
     def config(self) -> str:
         base = super().config()
         changes = {
             "main-heap-size 256M": f"main-heap-size {HEAP}",
             "statseg {": f"statseg {{ per-node-counters on update-interval {STATS_UPDATE_S}",
+            f":{srv6pm_plugin_dir()} ": f":{self.plugin_dir} ",
         }
         for old, new in changes.items():
             if old not in base:
@@ -97,9 +100,12 @@ class Nodes:
 class Router:
     """VPP with pg0 (in) and pg1 (out); ``close`` stops it and removes its namespace."""
 
-    def __init__(self, run_dir: Path, core: int, prefix: str = "vb") -> None:
+    def __init__(
+        self, run_dir: Path, core: int, prefix: str = "vb", plugin_dir: Path | None = None
+    ) -> None:
         self.netns = f"{prefix}{secrets.token_hex(3)}"
-        self.vpp = BenchVpp(self.netns, run_dir, core)
+        self.plugin_dir = plugin_dir or srv6pm_plugin_dir()
+        self.vpp = BenchVpp(self.netns, run_dir, core, self.plugin_dir)
         self.pid: int | None = None
         self._client: Any = None
         self._stats: VPPStats | None = None
@@ -129,7 +135,7 @@ class Router:
         ]
         self.exec(lines)
         files = glob.glob(f"{VPP_API_FILES}/**/*.api.json", recursive=True)
-        files.append(str(srv6pm_plugin_dir() / "srv6pm.api.json"))
+        files.append(str(self.plugin_dir / "srv6pm.api.json"))
         client = VPPApiClient(apifiles=files, server_address=str(self.vpp.sockets.api))
         client.connect("srv6pm-bench")
         self._client = client
@@ -290,13 +296,16 @@ class Router:
         }
 
 
-def check_vpp() -> None:
+def check_vpp(plugin_dir: Path | None) -> None:
     """BenchError unless VPP and srv6pm's plugin are there."""
     try:
         check_installed()
     except LabError as e:
         raise BenchError(str(e)) from e
-    if not srv6pm_plugin_built():
+    if plugin_dir is None and not srv6pm_plugin_built():
         raise BenchError(
             f"srv6pm's VPP plugin is not built in {srv6pm_plugin_dir()}: make vpp-plugin"
         )
+    for name in ("srv6pm_plugin.so", "srv6pm.api.json"):
+        if plugin_dir is not None and not (plugin_dir / name).exists():
+            raise BenchError(f"no {name} in {plugin_dir}")
