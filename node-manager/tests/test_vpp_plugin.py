@@ -316,3 +316,26 @@ def test_refuses_bad_flows(bench: Bench) -> None:
     assert [f.slot for f in b.api.srv6pm_flow_dump()] == [1]
     assert b.api.srv6pm_config_set(period_ns=1, mode=2, monitored_bit=4, colour_bit=4).retval != 0
     assert os.path.exists(b.vpp.sockets.stats)
+
+
+def test_many_flows_in_one_message_stop_at_the_first_refused(bench: Bench) -> None:
+    b = bench
+
+    def flow(slot: int, flowmon_id: int) -> dict[str, object]:
+        sid = f"fc00:9:{slot // 256:x}::{slot % 256 + 1:x}"
+        return {"slot": slot, "role": 2, "flowmon_id": flowmon_id, "n_segments": 1,
+                "segments": [sid] + ["::"] * 15}  # fmt: skip
+
+    flows = [flow(i, 100 + i) for i in range(1000)]
+    reply = b.api.srv6pm_flows_add_del(is_add=True, n_flows=len(flows), flows=flows)
+    assert (reply.retval, reply.n_done) == (0, 1000)
+    assert len(b.api.srv6pm_flow_dump()) == 1000
+    # the third reuses flow 0's FlowMonID: two are added, then it stops
+    clash = [flow(2000, 5000), flow(2001, 5001), flow(2002, 100), flow(2003, 5003)]
+    reply = b.api.srv6pm_flows_add_del(is_add=True, n_flows=len(clash), flows=clash)
+    assert reply.retval != 0 and reply.n_done == 2
+    assert {f.slot for f in b.api.srv6pm_flow_dump()} >= {2000, 2001}
+    gone = [flow(i, 0) for i in range(1000)]
+    reply = b.api.srv6pm_flows_add_del(is_add=False, n_flows=len(gone), flows=gone)
+    assert (reply.retval, reply.n_done) == (0, 1000)
+    assert sorted(f.slot for f in b.api.srv6pm_flow_dump()) == [2000, 2001]

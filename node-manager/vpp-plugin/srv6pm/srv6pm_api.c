@@ -42,26 +42,59 @@ vl_api_srv6pm_config_get_t_handler (vl_api_srv6pm_config_get_t *mp)
 		}));
 }
 
+/* One flow of a request (fields in network order), added or removed. */
+static int
+srv6pm_api_flow (bool is_add, u32 slot, u8 role, u32 flowmon_id, u8 n_segments,
+		 const vl_api_ip6_address_t *wire_segments)
+{
+  ip6_address_t segments[SRV6PM_MAX_SEGMENTS];
+
+  if (!is_add)
+    return srv6pm_flow_del (clib_net_to_host_u32 (slot));
+  if (n_segments < 1 || n_segments > SRV6PM_MAX_SEGMENTS)
+    return VNET_API_ERROR_INVALID_VALUE_3;
+  for (u32 i = 0; i < n_segments; i++)
+    ip6_address_decode (wire_segments[i], &segments[i]);
+  return srv6pm_flow_add (clib_net_to_host_u32 (slot), role, clib_net_to_host_u32 (flowmon_id),
+			  segments, n_segments);
+}
+
 static void
 vl_api_srv6pm_flow_add_del_t_handler (vl_api_srv6pm_flow_add_del_t *mp)
 {
   vl_api_srv6pm_flow_add_del_reply_t *rmp;
-  ip6_address_t segments[SRV6PM_MAX_SEGMENTS];
-  u32 slot = clib_net_to_host_u32 (mp->slot);
-  int rv;
+  int rv = srv6pm_api_flow (mp->is_add, mp->slot, mp->role, mp->flowmon_id, mp->n_segments,
+			    mp->segments);
 
-  if (!mp->is_add)
-    rv = srv6pm_flow_del (slot);
-  else if (mp->n_segments < 1 || mp->n_segments > SRV6PM_MAX_SEGMENTS)
-    rv = VNET_API_ERROR_INVALID_VALUE_3;
+  REPLY_MACRO (VL_API_SRV6PM_FLOW_ADD_DEL_REPLY);
+}
+
+#define SRV6PM_MAX_FLOWS_PER_MESSAGE 1024
+
+static void
+vl_api_srv6pm_flows_add_del_t_handler (vl_api_srv6pm_flows_add_del_t *mp)
+{
+  vl_api_srv6pm_flows_add_del_reply_t *rmp;
+  u32 n = clib_net_to_host_u32 (mp->n_flows), done = 0;
+  int rv = 0;
+
+  if (n > SRV6PM_MAX_FLOWS_PER_MESSAGE)
+    rv = VNET_API_ERROR_INVALID_VALUE;
   else
     {
-      for (u32 i = 0; i < mp->n_segments; i++)
-	ip6_address_decode (mp->segments[i], &segments[i]);
-      rv = srv6pm_flow_add (slot, mp->role, clib_net_to_host_u32 (mp->flowmon_id), segments,
-			    mp->n_segments);
+      /* once for the message: each flow's own barrier nests inside it */
+      vlib_worker_thread_barrier_sync (vlib_get_main ());
+      for (; done < n; done++)
+	{
+	  vl_api_srv6pm_flow_t *f = &mp->flows[done];
+	  rv = srv6pm_api_flow (mp->is_add, f->slot, f->role, f->flowmon_id, f->n_segments,
+				f->segments);
+	  if (rv)
+	    break;
+	}
+      vlib_worker_thread_barrier_release (vlib_get_main ());
     }
-  REPLY_MACRO (VL_API_SRV6PM_FLOW_ADD_DEL_REPLY);
+  REPLY_MACRO2 (VL_API_SRV6PM_FLOWS_ADD_DEL_REPLY, ({ rmp->n_done = clib_host_to_net_u32 (done); }));
 }
 
 static void

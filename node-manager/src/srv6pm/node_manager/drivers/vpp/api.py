@@ -27,9 +27,10 @@ NO_INDEX = 0xFFFFFFFF  # ~0: "none" in VPP's u32 indices
 class VppRefused(FailedPrecondition):
     """VPP answered a request with a non-zero retval."""
 
-    def __init__(self, message: str, retval: int) -> None:
+    def __init__(self, message: str, retval: int, reply: Any = None) -> None:
         super().__init__(f"VPP refused {message}: retval {retval}")
         self.retval = retval
+        self.reply = reply  # what else the reply says (e.g. how much of a batch was done)
 
 
 class VppApi:
@@ -87,7 +88,7 @@ class VppApi:
         reply = self._send(message, kwargs)
         retval = int(getattr(reply, "retval", 0))
         if retval != 0:
-            raise VppRefused(_describe(message, kwargs), retval)
+            raise VppRefused(_describe(message, kwargs), retval, reply)
         return reply
 
     def dump(self, message: str, **kwargs: Any) -> list[Any]:
@@ -130,5 +131,5 @@ class VppApi:
 
 
 def _describe(message: str, kwargs: dict[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k not in ("sids", "segments"))
+    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k not in ("sids", "segments", "flows"))
     return f"{message}({shown})"

@@ -24,6 +24,7 @@ from .fib import Fib
 from .state import InstalledFlow, StateFile
 
 log = logging.getLogger(__name__)
+FLOWS_PER_MESSAGE = 256  # ~68 kB messages: 10,000 flows in 40 round trips
 
 PLUGIN_PROBE = "srv6pm_config_get"  # defined by VPP only where the plugin is loaded
 MODES = {MarkingMode.ALTMARK: 1, MarkingMode.DSCP: 2}  # vl_api_srv6pm_marking_mode_t
@@ -77,10 +78,8 @@ class Monitor:
             return
         self._configure(state.marking)
         held = {int(d.slot) for d in self._api.dump("srv6pm_flow_dump")}
-        for slot in held - {f.slot for f in state.flows}:
-            self._flow_del(slot)
-        for f in state.flows:
-            self._flow_add(f)
+        self._flows_del(held - {f.slot for f in state.flows})
+        self._flows_add(state.flows)
         self.sync_hooks(strict=False)
         log.info("installed in VPP flows=%d instance=%s", len(state.flows), self.instance())
 
@@ -99,8 +98,7 @@ class Monitor:
                 kept.append(f)
             else:
                 log.warning("flow %s not found in VPP; dropped", f.name)
-        for slot in set(held) - {f.slot for f in kept}:
-            self._flow_del(slot)
+        self._flows_del(set(held) - {f.slot for f in kept})
         if len(kept) != len(state.flows):
             self._state.update(flows=tuple(kept))
         if self._config_differs(state.marking):
@@ -160,8 +158,7 @@ class Monitor:
         flows = self._state.current.flows
         removed = [f for f in flows if f.name in gone]
         if removed:  # VPP first, then the state file: a slot is never given twice
-            for f in removed:
-                self._flow_del(f.slot)
+            self._flows_del(f.slot for f in removed)
             flows = tuple(f for f in flows if f.name not in gone)
             self._state.update(flows=flows)
         if not add:
@@ -180,39 +177,36 @@ class Monitor:
             for f in add
         )
         self._state.update(flows=flows + installed)  # intent first: the slots are ours
-        for i, f in enumerate(installed):
-            try:
-                self._flow_add(f)
-            except VppRefused as e:  # e.g. a SID list or FlowMonID another flow holds
-                self._state.update(flows=flows + installed[:i])
-                self.sync_hooks(strict=False)
-                raise FailedPrecondition(
-                    f"flow {f.name!r}: {e} (a SID list or FlowMonID another flow holds?)"
-                ) from None
+        try:
+            self._flows_add(installed)
+        except FlowRefused as e:  # e.g. a SID list or FlowMonID another flow holds
+            self._state.update(flows=flows + installed[: e.done])
+            self.sync_hooks(strict=False)
+            f = installed[e.done]
+            raise FailedPrecondition(
+                f"flow {f.name!r}: {e.reason} (a SID list or FlowMonID another flow holds?)"
+            ) from None
         self.sync_hooks()
 
-    def _flow_add(self, f: InstalledFlow) -> None:
-        sids = [IPv6Address(s) for s in f.segments]
-        self._api.call(
-            "srv6pm_flow_add_del",
-            is_add=True,
-            slot=f.slot,
-            role=int(f.role),
-            flowmon_id=f.flowmon_id,
-            n_segments=len(sids),
-            segments=sids + [IPv6Address("::")] * (MAX_SEGMENTS - len(sids)),
+    def _flows_add(self, flows: Iterable[InstalledFlow]) -> None:
+        self._flows_add_del(
+            True, [_wire_flow(f.slot, f.role, f.flowmon_id, f.segments) for f in flows]
         )
 
-    def _flow_del(self, slot: int) -> None:
-        self._api.call(
-            "srv6pm_flow_add_del",
-            is_add=False,
-            slot=slot,
-            role=int(Role.INGRESS),
-            flowmon_id=0,
-            n_segments=0,
-            segments=[IPv6Address("::")] * MAX_SEGMENTS,
-        )
+    def _flows_del(self, slots: Iterable[int]) -> None:
+        self._flows_add_del(False, [_wire_flow(s, Role.INGRESS, 0, ()) for s in sorted(slots)])
+
+    def _flows_add_del(self, is_add: bool, flows: list[dict[str, Any]]) -> None:
+        """In messages of FLOWS_PER_MESSAGE flows (VPP's barrier once per message);
+        :class:`FlowRefused` says how many were done before the first one refused."""
+        for start in range(0, len(flows), FLOWS_PER_MESSAGE):
+            batch = flows[start : start + FLOWS_PER_MESSAGE]
+            try:
+                self._api.call(
+                    "srv6pm_flows_add_del", is_add=is_add, n_flows=len(batch), flows=batch
+                )
+            except VppRefused as e:
+                raise FlowRefused(start + int(e.reply.n_done), str(e)) from None
 
     # ---- hooks -------------------------------------------------------------------------------
 
@@ -272,3 +266,24 @@ class Monitor:
 
 def _flow_of(d: Any) -> tuple[Role, int, tuple[str, ...]]:
     return Role(int(d.role)), int(d.flowmon_id), tuple(str(s) for s in d.segments[: d.n_segments])
+
+
+class FlowRefused(Exception):
+    """The plugin refused a flow after `done` of the request's flows were done."""
+
+    def __init__(self, done: int, reason: str) -> None:
+        super().__init__(reason)
+        self.done = done
+        self.reason = reason
+
+
+def _wire_flow(slot: int, role: Role, flowmon_id: int, segments: tuple[str, ...]) -> dict[str, Any]:
+    """A vl_api_srv6pm_flow_t: the SID list padded to the API's fixed 16."""
+    sids = [IPv6Address(s) for s in segments]
+    return {
+        "slot": slot,
+        "role": int(role),
+        "flowmon_id": flowmon_id,
+        "n_segments": len(sids),
+        "segments": sids + [IPv6Address("::")] * (MAX_SEGMENTS - len(sids)),
+    }
