@@ -330,6 +330,13 @@ def test_many_flows_in_one_message_stop_at_the_first_refused(bench: Bench) -> No
     reply = b.api.srv6pm_flows_add_del(is_add=True, n_flows=len(flows), flows=flows)
     assert (reply.retval, reply.n_done) == (0, 1000)
     assert len(b.api.srv6pm_flow_dump()) == 1000
+    counters = b.api.srv6pm_counters_read(first_slot=0)
+    assert counters.next_slot == 0xFFFFFFFF and [c.slot for c in counters.counters] == list(
+        range(1000)
+    )
+    assert [c.slot for c in b.api.srv6pm_counters_read(first_slot=990).counters] == list(
+        range(990, 1000)
+    )
     # the third reuses flow 0's FlowMonID: two are added, then it stops
     clash = [flow(2000, 5000), flow(2001, 5001), flow(2002, 100), flow(2003, 5003)]
     reply = b.api.srv6pm_flows_add_del(is_add=True, n_flows=len(clash), flows=clash)

@@ -124,6 +124,20 @@ vl_api_srv6pm_flow_dump_t_handler (vl_api_srv6pm_flow_dump_t *mp)
 }
 
 static void
+srv6pm_fill_counters (vl_api_srv6pm_counters_t *c, u32 slot)
+{
+  vlib_counter_t v;
+
+  c->slot = clib_host_to_net_u32 (slot);
+  for (u32 colour = 0; colour < 2; colour++)
+    {
+      vlib_get_combined_counter (&srv6pm_main.counters, 2 * slot + colour, &v);
+      c->packets[colour] = clib_host_to_net_u64 (v.packets);
+      c->bytes[colour] = clib_host_to_net_u64 (v.bytes);
+    }
+}
+
+static void
 srv6pm_send_counters (vl_api_registration_t *reg, u32 context, u32 slot)
 {
   srv6pm_main_t *sm = &srv6pm_main;
@@ -161,6 +175,32 @@ vl_api_srv6pm_counters_dump_t_handler (vl_api_srv6pm_counters_dump_t *mp)
   vec_foreach (f, sm->flows)
     if (f->role)
       srv6pm_send_counters (reg, mp->context, f - sm->flows);
+}
+
+#define SRV6PM_MAX_COUNTERS_PER_REPLY 4096
+
+static void
+vl_api_srv6pm_counters_read_t_handler (vl_api_srv6pm_counters_read_t *mp)
+{
+  srv6pm_main_t *sm = &srv6pm_main;
+  vl_api_srv6pm_counters_read_reply_t *rmp;
+  u32 first = clib_net_to_host_u32 (mp->first_slot), slot = first, n = 0, next = ~0;
+  int rv = 0;
+
+  for (; slot < vec_len (sm->flows); slot++)
+    if (sm->flows[slot].role && n++ == SRV6PM_MAX_COUNTERS_PER_REPLY)
+      {
+	n--;
+	next = slot;
+	break;
+      }
+  REPLY_MACRO3 (VL_API_SRV6PM_COUNTERS_READ_REPLY, n * sizeof (vl_api_srv6pm_counters_t), ({
+		  rmp->next_slot = clib_host_to_net_u32 (next);
+		  rmp->n_counters = clib_host_to_net_u32 (n);
+		  for (u32 i = 0, s = first; i < n; s++)
+		    if (sm->flows[s].role)
+		      srv6pm_fill_counters (&rmp->counters[i++], s);
+		}));
 }
 
 static void

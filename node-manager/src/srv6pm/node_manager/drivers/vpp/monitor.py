@@ -248,13 +248,16 @@ class Monitor:
         wanted = {n: slots[n] for n in names if n in slots}
         if not wanted or not self.loaded():
             return {}
-        by_slot = {
-            int(d.slot): (
-                ColourCount(int(d.packets[0]), int(d.bytes[0])),
-                ColourCount(int(d.packets[1]), int(d.bytes[1])),
-            )
-            for d in self._api.dump("srv6pm_counters_dump", slot=NO_INDEX)
-        }
+        by_slot: dict[int, FlowCounters] = {}
+        first = 0
+        while first != NO_INDEX:  # thousands of flows a reply (a dump sends one message each)
+            reply = self._api.call("srv6pm_counters_read", first_slot=first)
+            for c in reply.counters:
+                by_slot[int(c.slot)] = (
+                    ColourCount(int(c.packets[0]), int(c.bytes[0])),
+                    ColourCount(int(c.packets[1]), int(c.bytes[1])),
+                )
+            first = int(reply.next_slot)
         return {n: by_slot[s] for n, s in wanted.items() if s in by_slot}
 
     def read_stats(self) -> PacketStats:
