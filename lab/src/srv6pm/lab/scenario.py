@@ -4,6 +4,8 @@ h1 -> h2 and the reverse roles for h2 -> h1. Used by the demo and the lab tests.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 from srv6pm.proto.v1 import node_manager_pb2_grpc as pb_grpc
 from srv6pm.proto.v1 import records_pb2
@@ -165,7 +167,10 @@ def stamp_states(
 
 
 def apply_states(lab: Lab, states: dict[str, pb.NodeState]) -> dict[str, pb.ApplyStateResponse]:
-    return {
-        router: stub(lab, router).ApplyState(pb.ApplyStateRequest(desired=state))
-        for router, state in states.items()
-    }
+    """Every router's state, applied on all routers at once (as the controller pushes them)."""
+    with ThreadPoolExecutor(max(1, len(states))) as pool:
+        replies = {
+            router: pool.submit(stub(lab, router).ApplyState, pb.ApplyStateRequest(desired=state))
+            for router, state in states.items()
+        }
+        return {router: reply.result() for router, reply in replies.items()}
