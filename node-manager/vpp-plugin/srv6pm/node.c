@@ -140,13 +140,22 @@ srv6pm_flow_by_sids (srv6pm_main_t *sm, const u8 *ip, const srv6pm_pkt_t *p, u32
 	  list = sids;
 	}
     }
-  uword *v = hash_get (sm->slot_by_key, srv6pm_sids_key (list, n));
-  if (!v)
+  u64 key = srv6pm_sids_key (list, n);
+  clib_bihash_kv_8_8_t kv = { .key = key };
+  if (clib_bihash_search_inline_with_hash_8_8 (&sm->slot_by_key, key, &kv))
     return 0;
-  srv6pm_flow_t *f = vec_elt_at_index (sm->flows, v[0]);
-  if (f->n_segments != n || memcmp (f->segments, list, 16 * n))
+  srv6pm_flow_t *f = vec_elt_at_index (sm->flows, kv.value);
+  if (f->n_segments != n)
     return 0;
-  *slot = v[0];
+  /* the first SIDs from the flow's line, the others (rarely any) from its whole list */
+  u64 diff = 0;
+  u32 i;
+  for (i = 0; i < n && i < SRV6PM_HOT_SEGMENTS; i++)
+    diff |= (f->first[i].as_u64[0] ^ clib_mem_unaligned (&list[i].as_u64[0], u64)) |
+	    (f->first[i].as_u64[1] ^ clib_mem_unaligned (&list[i].as_u64[1], u64));
+  if (diff || (n > i && memcmp (&sm->sids[kv.value].segments[i], &list[i], 16 * (n - i))))
+    return 0;
+  *slot = kv.value;
   return f;
 }
 

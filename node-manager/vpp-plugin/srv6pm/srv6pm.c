@@ -7,6 +7,7 @@
 #include <vnet/feature/feature.h>
 #include <vpp/app/version.h>
 #include <srv6pm/srv6pm.h>
+#include <vppinfra/bihash_template.c>
 
 srv6pm_main_t srv6pm_main;
 
@@ -26,6 +27,40 @@ static const char *srv6pm_hook_node[SRV6PM_N_HOOKS] = {
   [SRV6PM_HOOK_COUNT] = "srv6pm-count",
   [SRV6PM_HOOK_GUARD] = "srv6pm-guard",
 };
+
+/* slot_by_key holds at most SRV6PM_MAX_FLOWS keys: 4 per bucket then, in buckets of 7 */
+#define SRV6PM_KEY_BUCKETS (SRV6PM_MAX_FLOWS / 4)
+
+static void
+srv6pm_key_table_init (srv6pm_main_t *sm)
+{
+  clib_bihash_init2_args_8_8_t a = {
+    .h = &sm->slot_by_key,
+    .name = "srv6pm flows by SID list",
+    .nbuckets = SRV6PM_KEY_BUCKETS,
+    .instantiate_immediately = 1,
+  };
+  clib_bihash_init2_8_8 (&a);
+}
+
+/* The slot of the flow keyed by `key`, or ~0. */
+static u32
+srv6pm_key_slot (srv6pm_main_t *sm, u64 key)
+{
+  clib_bihash_kv_8_8_t kv = { .key = key };
+
+  if (clib_bihash_search_inline_with_hash_8_8 (&sm->slot_by_key, key, &kv))
+    return ~0;
+  return kv.value;
+}
+
+static void
+srv6pm_key_set (srv6pm_main_t *sm, u64 key, u32 slot, int is_add)
+{
+  clib_bihash_kv_8_8_t kv = { .key = key, .value = slot };
+
+  clib_bihash_add_del_with_hash_8_8 (&sm->slot_by_key, &kv, key, is_add);
+}
 
 static const char *srv6pm_role_name[] = {
   [SRV6PM_ROLE_NONE] = "none",
@@ -52,12 +87,12 @@ srv6pm_config_set (u64 period_ns, u8 mode, u8 monitored_bit, u8 colour_bit)
   sm->mode = mode;
   sm->monitored_bit = monitored_bit;
   sm->colour_bit = colour_bit;
-  hash_free (sm->slot_by_key);
-  sm->slot_by_key = hash_create (0, sizeof (uword));
+  clib_bihash_free_8_8 (&sm->slot_by_key);
+  srv6pm_key_table_init (sm);
   srv6pm_flow_t *f;
   vec_foreach (f, sm->flows)
     if (f->role == SRV6PM_ROLE_INGRESS || (f->role && mode == SRV6PM_MODE_DSCP))
-      hash_set (sm->slot_by_key, f->key, f - sm->flows);
+      srv6pm_key_set (sm, f->key, f - sm->flows, 1);
   vlib_worker_thread_barrier_release (vlib_get_main ());
   return 0;
 }
@@ -72,14 +107,14 @@ static void
 srv6pm_unindex (srv6pm_main_t *sm, u32 slot)
 {
   srv6pm_flow_t *f = vec_elt_at_index (sm->flows, slot);
-  uword *p;
 
-  if (srv6pm_keyed_by_sids (f) && (p = hash_get (sm->slot_by_key, f->key)) && p[0] == slot)
-    hash_unset (sm->slot_by_key, f->key);
+  if (srv6pm_keyed_by_sids (f) && srv6pm_key_slot (sm, f->key) == slot)
+    srv6pm_key_set (sm, f->key, slot, 0);
   if (f->role != SRV6PM_ROLE_INGRESS && f->flowmon_id &&
       sm->slot_by_flowmon[f->flowmon_id] == slot + 1)
     sm->slot_by_flowmon[f->flowmon_id] = 0;
   clib_memset (f, 0, sizeof (*f));
+  clib_memset (vec_elt_at_index (sm->sids, slot), 0, sizeof (srv6pm_sids_t));
   sm->n_flows--;
 }
 
@@ -88,8 +123,8 @@ srv6pm_flow_add (u32 slot, u8 role, u32 flowmon_id, const ip6_address_t *travel_
 		 u8 n_segments)
 {
   srv6pm_main_t *sm = &srv6pm_main;
-  srv6pm_flow_t flow = { 0 };
-  uword *p;
+  srv6pm_flow_t flow = {};
+  srv6pm_sids_t sids = { 0 };
 
   if (slot >= SRV6PM_MAX_FLOWS)
     return VNET_API_ERROR_LIMIT_EXCEEDED;
@@ -104,25 +139,30 @@ srv6pm_flow_add (u32 slot, u8 role, u32 flowmon_id, const ip6_address_t *travel_
   flow.flowmon_id = flowmon_id;
   flow.n_segments = n_segments;
   for (u32 i = 0; i < n_segments; i++)
-    flow.segments[i] = travel_order[n_segments - 1 - i];
-  flow.key = srv6pm_sids_key (flow.segments, n_segments);
+    sids.segments[i] = travel_order[n_segments - 1 - i];
+  for (u32 i = 0; i < n_segments && i < SRV6PM_HOT_SEGMENTS; i++)
+    flow.first[i] = sids.segments[i];
+  flow.key = srv6pm_sids_key (sids.segments, n_segments);
 
   /* another slot's flow with this SID list (or key), or this FlowMonID: refused, and the
    * slot keeps what it had */
-  if (srv6pm_keyed_by_sids (&flow) && (p = hash_get (sm->slot_by_key, flow.key)) && p[0] != slot)
+  u32 keyed = srv6pm_keyed_by_sids (&flow) ? srv6pm_key_slot (sm, flow.key) : ~0;
+  if (keyed != ~0 && keyed != slot)
     return VNET_API_ERROR_VALUE_EXIST;
   u32 holder = role != SRV6PM_ROLE_INGRESS && flowmon_id ? sm->slot_by_flowmon[flowmon_id] : 0;
   if (holder && holder != slot + 1)
     return VNET_API_ERROR_ENTRY_ALREADY_EXISTS;
 
   vlib_worker_thread_barrier_sync (vlib_get_main ());
-  vec_validate (sm->flows, slot);
+  vec_validate_aligned (sm->flows, slot, CLIB_CACHE_LINE_BYTES);
+  vec_validate (sm->sids, slot);
   if (sm->flows[slot].role)
     srv6pm_unindex (sm, slot);
   sm->flows[slot] = flow;
+  sm->sids[slot] = sids;
   sm->n_flows++;
   if (srv6pm_keyed_by_sids (&flow))
-	hash_set (sm->slot_by_key, flow.key, slot);
+    srv6pm_key_set (sm, flow.key, slot, 1);
   if (role != SRV6PM_ROLE_INGRESS && flowmon_id)
 	sm->slot_by_flowmon[flowmon_id] = slot + 1;
   /* a slot used before counts again from zero */
@@ -181,9 +221,10 @@ format_srv6pm_flow (u8 *s, va_list *args)
 
   vlib_get_combined_counter (&sm->counters, 2 * slot, &c[0]);
   vlib_get_combined_counter (&sm->counters, 2 * slot + 1, &c[1]);
+  srv6pm_sids_t *sids = vec_elt_at_index (sm->sids, slot);
   s = format (s, "slot %u %s flowmon-id %u sids", slot, srv6pm_role_name[f->role], f->flowmon_id);
   for (int i = f->n_segments - 1; i >= 0; i--)
-    s = format (s, " %U", format_ip6_address, &f->segments[i]);
+    s = format (s, " %U", format_ip6_address, &sids->segments[i]);
   return format (s, "\n  colour 0: %llu packets %llu bytes; colour 1: %llu packets %llu bytes",
 		 c[0].packets, c[0].bytes, c[1].packets, c[1].bytes);
 }
@@ -228,7 +269,7 @@ srv6pm_init (vlib_main_t *vm)
 
   sm->vnet_main = vnet_get_main ();
   sm->mode = SRV6PM_MODE_ALTMARK;
-  sm->slot_by_key = hash_create (0, sizeof (uword));
+  srv6pm_key_table_init (sm);
   vec_validate (sm->slot_by_flowmon, SRV6PM_MAX_FLOWMON - 1);
   /* A new value at every start: the node manager tells a restarted VPP (whose counters began
    * again from zero) from a node-manager restart (same counters). */

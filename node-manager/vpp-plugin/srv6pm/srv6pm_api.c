@@ -118,7 +118,8 @@ vl_api_srv6pm_flow_dump_t_handler (vl_api_srv6pm_flow_dump_t *mp)
       rmp->flowmon_id = clib_host_to_net_u32 (f->flowmon_id);
       rmp->n_segments = f->n_segments;
       for (u32 i = 0; i < f->n_segments; i++) /* travel order */
-	ip6_address_encode (&f->segments[f->n_segments - 1 - i], rmp->segments[i]);
+	ip6_address_encode (&sm->sids[f - sm->flows].segments[f->n_segments - 1 - i],
+			    rmp->segments[i]);
       vl_api_send_msg (reg, (u8 *) rmp);
     }
 }
