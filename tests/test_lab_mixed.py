@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 from conftest import PERIOD_S, Blocks, block_counts, block_packets, running_lab
 from srv6pm.lab import scenario
@@ -166,3 +167,32 @@ def test_blocks_are_exact_across_a_kill_9_of_a_vpp_routers_node_manager(lab, blo
     assert block_packets(lab, router, block + 2)[FORWARD] == 5
     # the block it was killed in: the snapshot before it was taken by the killed one
     assert block_packets(lab, router, block)[FORWARD] == 100
+
+
+def test_a_vpp_restart_invalidates_the_blocks_it_spans_and_counting_resumes(lab, blocks):
+    """VPP loses its flows, counters, policies and SIDs: the node manager notices (the plugin's
+    instance id), gives it its state again, and the blocks whose counters straddle the restart
+    are refused with that reason, never read as zero or as a difference across the reset."""
+    router = next(r for r in ROUTERS if lab.topology.routers[r].driver == "vpp")
+    block = blocks.next()
+    lab.send_udp("h1", H2, 30, interval=0.002)
+    lab.restart_vpp(router)
+    deadline = time.monotonic() + 10 * PERIOD_S
+    while not _restored(lab, router):
+        assert time.monotonic() < deadline, f"{router}'s node manager did not restore VPP"
+        time.sleep(0.2)
+    after = blocks.next()
+    lab.send_udp("h1", H2, 50, interval=0.002)
+    blocks.wait_readable(after)
+    for r in ROUTERS:
+        assert block_packets(lab, r, after)[FORWARD] == 50, r
+    with pytest.raises(grpc.RpcError) as refused:
+        block_packets(lab, router, block)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "data plane restarted" in (refused.value.details() or "")
+
+
+def _restored(lab: Lab, router: str) -> bool:
+    """Has the restarted VPP its local SID again (the node manager's restore ran)?"""
+    out = lab.vpp(router).cli("show sr localsids")
+    return all(sid.sid in out for sid in scenario.desired_states(lab)[router].local_sids)

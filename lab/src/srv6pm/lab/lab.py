@@ -109,6 +109,7 @@ class Lab:
         # VPP routers: lab.vpp("r2").cli("show interface"), its sockets, its pid
         self.vpp = self.vpp_routers.process
         self.vpp_pid = self.vpp_routers.pid
+        self.restart_vpp = self.vpp_routers.restart
         # node managers
         self.grpc_port = self.node_managers.grpc_port
         self.metrics_port = self.node_managers.metrics_port

@@ -12,13 +12,14 @@ locator, held by a loopback interface. Local SIDs and SR policies come from the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from ipaddress import IPv6Address
 from pathlib import Path
 from typing import Any
 
 from .errors import LabError
-from .network import Network
+from .network import Network, run
 from .state import LabState
 from .topology import Topology
 from .vpp import (
@@ -93,27 +94,46 @@ class VppRouters:
         """Start and configure every VPP router's VPP; each is recorded before it is waited
         for, so a teardown stops a half-started one too."""
         for router in self.topology.vpp_routers:
-            vpp = self.process(router)
-            proc = vpp.launch()
-            self._procs[router] = proc
-            state = self.state.read()
-            state.setdefault("vpp", {})[router] = {
-                "pid": proc.pid,
-                "netns": vpp.netns,
-                "config": str(vpp.config_file),
-                "api": str(vpp.sockets.api),
-                "cli": str(vpp.sockets.cli),
-                "stats": str(vpp.sockets.stats),
-                "log": str(vpp.log_file),
-                "api_prefix": vpp.api_prefix,
-            }
-            self.state.write(state)
+            self._launch(router)
         for router in self.topology.vpp_routers:
-            vpp = self.process(router)
-            vpp.wait_ready(self._procs[router])
-            vpp.cli(*self.commands(router))
+            self._configure(router)
         for router in self.topology.vpp_routers:  # once every VPP answers
             self.resolve_neighbours(router)
+
+    def restart(self, router: str) -> None:
+        """Stop ``router``'s VPP and start it again as ``up`` did: a new VPP that holds none of
+        what its node manager gave the old one (flows, counters, policies, SIDs)."""
+        recorded = self.state.read().get("vpp", {})
+        if router not in recorded:
+            raise LabError(f"{router}'s VPP was not started by this lab")
+        problems = self.stop_all({router: recorded[router]})
+        if problems:
+            raise LabError("; ".join(problems))
+        self._launch(router)
+        self._configure(router)
+        self.resolve_neighbours(router)
+
+    def _launch(self, router: str) -> None:
+        vpp = self.process(router)
+        proc = vpp.launch()
+        self._procs[router] = proc
+        state = self.state.read()
+        state.setdefault("vpp", {})[router] = {
+            "pid": proc.pid,
+            "netns": vpp.netns,
+            "config": str(vpp.config_file),
+            "api": str(vpp.sockets.api),
+            "cli": str(vpp.sockets.cli),
+            "stats": str(vpp.sockets.stats),
+            "log": str(vpp.log_file),
+            "api_prefix": vpp.api_prefix,
+        }
+        self.state.write(state)
+
+    def _configure(self, router: str) -> None:
+        vpp = self.process(router)
+        vpp.wait_ready(self._procs[router])
+        vpp.cli(*self.commands(router))
 
     def resolve_neighbours(self, router: str, tries: int = 50) -> None:
         """Ping every neighbour of ``router`` from its VPP until it answers. VPP drops the
@@ -139,8 +159,11 @@ class VppRouters:
             vif = net.interface(router, peer)
             # VPP sends through the qdisc layer, so an nftables egress hook on the veth sees
             # what it sends (loss injection, :mod:`.drops`)
+            veth = net.kernel_interface(router, peer)
             cmds += [
-                f"create host-interface name {net.kernel_interface(router, peer)} "
+                # the veth's own MAC, as a NIC keeps its own: a restarted VPP is still the
+                # address its neighbours have in their caches
+                f"create host-interface name {veth} hw-addr {self._mac(router, veth)} "
                 "qdisc-bypass-disable",
                 f"set interface mtu packet {topo.mtu(router, peer) or DEFAULT_MTU} {vif}",
                 f"set interface ip address {vif} {topo.address(router, peer)}",
@@ -162,6 +185,11 @@ class VppRouters:
                 f"set interface ip address loop0 {locator}",
             ]
         return cmds
+
+    def _mac(self, router: str, veth: str) -> str:
+        """The Ethernet address of ``router``'s kernel veth ``veth``."""
+        shown = run(["ip", "-j", "-n", self.network.netns(router), "link", "show", "dev", veth])
+        return str(json.loads(shown.stdout)[0]["address"])
 
     def _via_interface(self, router: str, via: IPv6Address) -> str:
         """`` host-<veth>`` of the link whose subnet holds ``via`` ('' if none does: VPP then

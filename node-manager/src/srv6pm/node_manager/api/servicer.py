@@ -49,17 +49,20 @@ class NodeManagerServicer(pb_grpc.NodeManagerServicer):  # type: ignore[misc]
         self._desired_file = desired_file
         self._apply_seconds = apply_seconds
 
-    def restore(self) -> None:
+    def restore(self) -> bool:
         """Converge again to the last state applied before a restart: the kernel kept routes,
-        flows and counters, but STAMP sessions live in this process."""
+        flows and counters, but STAMP sessions live in this process (and a restarted VPP kept
+        nothing). False if the data plane refused it (e.g. an interface not there yet)."""
         if not self._desired_file.exists():
-            return
+            return True
         desired = pb.NodeState.FromString(self._desired_file.read_bytes())
         try:
             self._service.apply(convert.node_state(desired))
             log.info("restored the last applied state from %s", self._desired_file)
         except NodeManagerError as e:
             log.error("cannot restore the last applied state: %s", e)
+            return False
+        return True
 
     def _save(self, desired: pb.NodeState) -> None:
         tmp = self._desired_file.with_suffix(".tmp")

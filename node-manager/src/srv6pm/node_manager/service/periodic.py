@@ -13,6 +13,7 @@ from .block_reads import BlockReads
 from .kernel_reflection import KernelReflectorFeed
 
 log = logging.getLogger(__name__)
+RETRY_S = 0.1  # the pause after a failed pass
 
 
 class ClockSync:
@@ -60,7 +61,8 @@ class Periodic:
         self._reflector_block = -1  # the last closed block handed to the in-kernel reflector
         self._counter_epoch = counter_epoch
         self._epoch = 0  # the data plane's counter epoch at the last tick (0: not read yet)
-        self._restart_followers: list[Callable[[], None]] = []
+        self._restart_followers: list[Callable[[], bool]] = []
+        self._restart_pending: list[Callable[[], bool]] = []  # to call again: they failed
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -75,31 +77,36 @@ class Periodic:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.tick()
+            done = self.tick()
             wake = min(self._reads.next_read(), self._next_closed_block())
-            self._stop.wait(max(0.0, (wake - self._clock()) / 1e9))
+            # a data plane that does not answer (VPP restarting) is asked again soon, not at once
+            pause = max(0.0, (wake - self._clock()) / 1e9)
+            self._stop.wait(pause if done else max(pause, RETRY_S))
 
-    def on_data_plane_restart(self, follower: Callable[[], None]) -> None:
+    def on_data_plane_restart(self, follower: Callable[[], bool]) -> None:
         """Call `follower` when the data plane restarted under us (its counter epoch changed:
-        VPP restarted and lost what it was given)."""
+        VPP restarted and lost what it was given), and at every pass after that until it
+        returns True (a VPP may come back before its interfaces do)."""
         self._restart_followers.append(follower)
 
-    def tick(self) -> None:
-        """One pass: whatever is due now."""
+    def tick(self) -> bool:
+        """One pass: whatever is due now. False if it failed (logged)."""
         try:
             self._reads.snapshot()
             self.closed_block()
             self._follow_restarts()
         except Exception:
             log.exception("block snapshot failed")
+            return False
+        return True
 
     def _follow_restarts(self) -> None:
         epoch = self._counter_epoch()
         if self._epoch and epoch != self._epoch:
             log.warning("the data plane restarted (counter epoch %x, was %x)", epoch, self._epoch)
-            for follower in self._restart_followers:
-                follower()
+            self._restart_pending = list(self._restart_followers)
         self._epoch = epoch
+        self._restart_pending = [f for f in self._restart_pending if not f()]
 
     def closed_block(self) -> None:
         """Once per block, when the last closed block's counts are stable (the guard), before

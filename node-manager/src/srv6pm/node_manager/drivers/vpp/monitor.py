@@ -38,6 +38,7 @@ class Monitor:
         self._fib = fib
         self._state = state
         self._period_ns = period_ns
+        self._unhooked = False  # interfaces a flow names that VPP did not have (yet)
 
     # ---- the plugin and the VPP it runs in ---------------------------------------------------
 
@@ -147,6 +148,9 @@ class Monitor:
 
     def flows(self) -> list[MonitoredFlow]:
         self._api.ping()  # a restarted VPP gets them again first
+        if self._unhooked:  # asked once a block: hooked as soon as the interface appears
+            with self._api.lock:
+                self.sync_hooks(strict=False)
         return [f.spec() for f in self._state.current.flows]
 
     def flow_names(self) -> frozenset[str]:
@@ -223,13 +227,15 @@ class Monitor:
         } | {(i, HOOK_GUARD) for i in state.marking.boundary_interfaces}
         interfaces = self._fib.interfaces()
         wanted = set()
+        self._unhooked = False
         for name, hook in wanted_names:
             if name in interfaces:
                 wanted.add((interfaces[name], hook))
             elif strict:
                 raise FailedPrecondition(f"interface {name!r} does not exist in this node's VPP")
             else:
-                log.warning("interface %s is not in VPP: not hooked", name)
+                log.warning("interface %s is not in VPP: not hooked (yet)", name)
+                self._unhooked = True
         held = {(int(d.sw_if_index), int(d.hook)) for d in self._api.dump("srv6pm_interface_dump")}
         for sw_if_index, hook in sorted(held - wanted):
             self._hook(sw_if_index, hook, enable=False)
