@@ -1,7 +1,8 @@
 """`make demo`: the product on one machine, driven as an operator drives it.
 
 Starts Kafka, InfluxDB and the collector, builds the diamond h1 - r1 - (r2 | r3) - r4 - h2 in
-network namespaces with one node manager per router (mutual TLS only), and the controller. Then,
+network namespaces, r2 a VPP router and the others Linux ones, with one node manager per router
+(mutual TLS only), and the controller. Then,
 through the controller's REST API only: registers the routers as nodes, their SIDs, three SR
 policies between the same two routers r1 and r4 (via-r2, via-r3, and `hashed`, whose flows are
 hashed over two segment lists, one through each, with protection) and the way back, a
@@ -31,6 +32,7 @@ from .pipeline import ResultsPipeline
 from .servers import ControllerProcess
 from .topology import Topology
 
+TOPOLOGY = "diamond-vpp"  # r2 is a VPP router: the demo measures Linux and VPP nodes alike
 DROPS = 5
 DELAY_MS = 20
 CUT_S = 1.0
@@ -44,7 +46,7 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
         pipeline = stack.enter_context(ResultsPipeline(workdir / "pipeline"))
         print(f"  Kafka {pipeline.kafka.bootstrap}, InfluxDB {pipeline.influx.url}")
 
-        topology = Topology.load("diamond").model_copy(update={"period_s": period_s})
+        topology = Topology.load(TOPOLOGY).model_copy(update={"period_s": period_s})
         lab = Lab(topology, prefix, base_port, pipeline.node_manager_settings, tls=True)
         print(f"building the lab (namespaces {prefix}-*), one node manager per router (mTLS) ...")
         stack.callback(_down, lab)
@@ -72,6 +74,7 @@ def run(period_s: float, prefix: str, base_port: int | None, blocks: int, plot: 
         diamond.register(api, lab)
         diamond.add_sessions(api)
         fleet.wait_applied(api)
+        cli("nodes", "list")  # r2 is a VPP router: the same API, the same results
         cli("policies", "list")
         cli("sessions", "list")
 

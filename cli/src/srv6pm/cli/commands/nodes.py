@@ -83,10 +83,11 @@ def render_node(node: dict[str, Any]) -> Iterator[RenderableType]:
 def render_list(body: dict[str, Any]) -> Iterator[RenderableType]:
     yield table(
         None,
-        ["name", "endpoint", "probe address", "core", "boundary", "reachable", "status"],
+        ["name", "driver", "endpoint", "probe address", "core", "boundary", "reachable", "status"],
         (
             [
                 n["name"],
+                n["info"]["driver"] if n["info"] else Text("-", style="dim"),
                 n["endpoint"],
                 n["probe_address"],
                 n["core_interfaces"],
