@@ -46,6 +46,10 @@ elif kind == "marked":
     pkt = outer / IPv6ExtHdrDestOpt(options=[opt]) / srh / inner
 elif kind == "unmarked":
     pkt = outer / srh / inner
+elif kind == "long":  # DSCP-marked (Traffic Class `word`), a 5-SID list, the first SID active
+    sids = ["fc00:2::1", "fc00:2::2", "fc00:2::3", "fc00:2::4", "fc00:2::5"]  # travel order
+    srh = IPv6ExtHdrSegmentRouting(addresses=sids[::-1], segleft=4, lastentry=4)
+    pkt = IPv6(src="fd00:1::2", dst=sids[0], tc=word) / srh / inner
 elif kind == "truncated":
     srh_of_24_octets_cut_at_16 = bytes([41, 2, 4, 0, 0, 0, 0, 0]) + bytes(8)
     pkt = IPv6(src="fd00:1::2", dst="fc00:2::e", nh=43) / Raw(srh_of_24_octets_cut_at_16)
@@ -272,6 +276,34 @@ def test_transit_counts_by_flowmon_id_and_colour_and_reasons(bench: Bench) -> No
     assert stats["no_flow"] == 2
     assert stats["unmarked"] == 3
     assert stats["parse_error"] == 1
+
+
+def test_dscp_transit_finds_a_long_sid_list_by_the_whole_list(bench: Bench) -> None:
+    b = bench
+    sids = ["fc00:2::1", "fc00:2::2", "fc00:2::3", "fc00:2::4", "fc00:2::5"]
+    other = ["fc00:2::99", *sids[1:]]  # differs in a SID the first cache line does not hold
+    # added in AltMark mode, where transit flows are found by FlowMonID: DSCP mode indexes them
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
+    for slot, flowmon_id, travel in ((4, 40, sids), (5, 50, other)):
+        b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=slot, role=2, flowmon_id=flowmon_id,
+                                          n_segments=5, segments=travel + ["::"] * 11))  # fmt: skip
+    dump = {f.slot: [str(a) for a in f.segments[: f.n_segments]] for f in b.api.srv6pm_flow_dump()}
+    assert dump == {4: sids, 5: other}
+    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=2, monitored_bit=4, colour_bit=8))
+    b.check(b.api.srv6pm_interface_enable_disable(
+        sw_if_index=sw_if_index(b, "host-rh1"), hook=2, enable=True))  # fmt: skip
+    b.send("long", 7, word=4 | 8)
+    b.send("long", 2, word=4)
+    b.send("long", 3, word=0)
+    time.sleep(0.5)
+    assert [p for p, _ in b.counters(4)] == [2, 7]
+    assert b.counters(5) == ((0, 0), (0, 0))
+    stats = b.stats()
+    assert stats["counted"] == 9 and stats["unmarked"] == 3
+    b.check(b.api.srv6pm_flow_add_del(is_add=False, slot=4, segments=SEGMENTS))
+    b.send("long", 1, word=4)
+    time.sleep(0.5)
+    assert b.stats()["no_flow"] == 1
 
 
 def test_guard_neutralises_foreign_marks(bench: Bench) -> None:
