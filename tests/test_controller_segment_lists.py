@@ -33,7 +33,8 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResultsPipeli
         yield running
 
 
-@pytest.fixture(scope="module")
+# Linux routers only, and r2 a VPP router (what `make demo` runs): the same results
+@pytest.fixture(scope="module", params=["diamond", "diamond-vpp"])
 def lab(request: pytest.FixtureRequest, pipeline: ResultsPipeline) -> Iterator[Lab]:
     with running_lab(
         request,
@@ -41,7 +42,7 @@ def lab(request: pytest.FixtureRequest, pipeline: ResultsPipeline) -> Iterator[L
         pipeline.node_manager_settings,
         tls=True,
         apply_scenario=False,
-        topology_name="diamond",
+        topology_name=request.param,
     ) as instance:
         diamond.host_addresses(instance)
         instance.network.sysctl("r1", {"net.ipv6.fib_multipath_hash_policy": 1})
@@ -124,6 +125,11 @@ def test_loss_and_delay_per_segment_list_are_exact_and_apart(api: Api, lab: Lab)
     lab.clear_drops("r3")
     lost = {p: policy_loss(api, p, block)["total"]["forward"]["lost"] for p in ("via-r2", "via-r3")}
     assert lost == {"via-r2": 5, "via-r3": 0}
+    # on the segment they were dropped on, whichever data plane its routers have
+    hops = api.get("/v1/sessions/via-r2/hops", block=block)
+    forward = next(d for d in hops["directions"] if d["direction"] == "forward")
+    lost_on = [(s["src"], s["dst"], s["lost"]) for s in forward["segments"]]
+    assert lost_on == [("r1", "r2", 0), ("r2", "r4", 5)]
     hashed = policy_loss(api, "hashed", block)
     per_list = {sl["segment_list"]: sl["forward"]["lost"] for sl in hashed["segment_lists"]}
     assert per_list == {"sl0": 0, "sl1": 4}

@@ -161,15 +161,14 @@ class VppRouters:
             # what it sends (loss injection, :mod:`.drops`)
             veth = net.kernel_interface(router, peer)
             cmds += [
-                # the veth's own MAC, as a NIC keeps its own: a restarted VPP is still the
-                # address its neighbours have in their caches
-                f"create host-interface name {veth} hw-addr {self._mac(router, veth)} "
+                # TPACKET_V2 (see .vpp), and the veth's own MAC, as a NIC keeps its own: a
+                # restarted VPP is still the address its neighbours have in their caches
+                f"create host-interface name {veth} v2 hw-addr {self._mac(router, veth)} "
                 "qdisc-bypass-disable",
                 f"set interface mtu packet {topo.mtu(router, peer) or DEFAULT_MTU} {vif}",
                 f"set interface ip address {vif} {topo.address(router, peer)}",
                 f"set interface state {vif} up",
-                # an idle VPP sleeps instead of polling its veths
-                f"set interface rx-mode {vif} interrupt",
+                f"set interface rx-mode {vif} polling",
             ]
         for route in topo.routes(router):
             cmds.append(
