@@ -286,13 +286,17 @@ class FlowRefused(Exception):
         self.reason = reason
 
 
-def _wire_flow(slot: int, role: Role, flowmon_id: int, segments: tuple[str, ...]) -> dict[str, Any]:
-    """A vl_api_srv6pm_flow_t: the SID list padded to the API's fixed 16."""
-    sids = [IPv6Address(s) for s in segments]
+def _wire_flow(
+    slot: int, role: Role, flowmon_id: int, segments: tuple[str, ...]
+) -> dict[str, Any]:
+    """A vl_api_srv6pm_flow_t: the SID list padded to the API's fixed 16, as packed bytes
+    (vpp-papi formats every argument into a debug line before it packs the message, however
+    its logger is set: with IPv6Address objects that took half of a 10,000-flow apply)."""
+    sids = [IPv6Address(s).packed for s in segments]
     return {
         "slot": slot,
         "role": int(role),
         "flowmon_id": flowmon_id,
         "n_segments": len(sids),
-        "segments": sids + [IPv6Address("::")] * (MAX_SEGMENTS - len(sids)),
+        "segments": sids + [bytes(16)] * (MAX_SEGMENTS - len(sids)),
     }
