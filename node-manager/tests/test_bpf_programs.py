@@ -331,7 +331,6 @@ def test_dscp_mode_transit_counts_by_sid_list_and_colour_bit(programs):
     assert counted == ((0, 0), (0, 0)) and stats == {"unmarked": 1}
 
 
-
 def test_dscp_mode_transit_counts_a_single_sid_policy_without_srh(programs):
     """VPP's H.Encaps of one SID, like H.Encaps.Red, carries no SRH: the SID is the
     destination."""

@@ -131,5 +131,7 @@ class VppApi:
 
 
 def _describe(message: str, kwargs: dict[str, Any]) -> str:
-    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items() if k not in ("sids", "segments", "flows"))
+    shown = ", ".join(
+        f"{k}={v}" for k, v in kwargs.items() if k not in ("sids", "segments", "flows")
+    )
     return f"{message}({shown})"

@@ -286,9 +286,7 @@ class FlowRefused(Exception):
         self.reason = reason
 
 
-def _wire_flow(
-    slot: int, role: Role, flowmon_id: int, segments: tuple[str, ...]
-) -> dict[str, Any]:
+def _wire_flow(slot: int, role: Role, flowmon_id: int, segments: tuple[str, ...]) -> dict[str, Any]:
     """A vl_api_srv6pm_flow_t: the SID list padded to the API's fixed 16, as packed bytes
     (vpp-papi formats every argument into a debug line before it packs the message, however
     its logger is set: with IPv6Address objects that took half of a 10,000-flow apply)."""
