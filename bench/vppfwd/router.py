@@ -11,7 +11,7 @@ import secrets
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from srv6pm.lab.vpp import (
     srv6pm_plugin_dir,
     stop,
 )
+from srv6pm.node_manager.drivers.base import PacketStats
 from vpp_papi import VPPApiClient
 from vpp_papi.vpp_stats import VPPStats
 
@@ -42,15 +43,7 @@ HOOK = {"mark": 1, "count": 2}  # srv6pm.api's srv6pm_hook
 MODE = {"altmark": 1, "dscp": 2}  # srv6pm.api's srv6pm_marking_mode
 DSCP_BITS = (0x04, 0x08)  # monitored bit, colour bit (bench/fwd/common.py's DSCP_MARKED)
 PERIOD_NS = 1_000_000_000
-PLUGIN_FIELDS = (
-    "counted",
-    "not_srv6",
-    "unmarked",
-    "no_flow",
-    "parse_error",
-    "foreign_mark",
-    "mark_failed",
-)
+PLUGIN_FIELDS = tuple(f.name for f in fields(PacketStats))  # what the plugin counts per reason
 
 
 class BenchVpp(VppProcess):

@@ -16,7 +16,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from srv6pm.common.srv6 import MarkingMode, Role
 from ...domain.errors import FailedPrecondition
 from ...domain.flowkey import flow_key
 from ...domain.model import Marking, MonitoredFlow
+from .. import slots
 from ..base import ColourCount, FlowCounters, PacketStats
 from . import maps
 from .bpftool import Bpftool, ensure_bpffs, entries, hexbytes, lookup, read_array
@@ -34,17 +35,8 @@ from .hooks import COUNT, GUARD, MARK, PROGRAMS, Hook, Hooks
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class InstalledFlow:
-    name: str
-    segments: tuple[str, ...]
-    role: Role
-    interfaces: tuple[str, ...]
-    slot: int
-    flowmon_id: int = 0
-
-    def spec(self) -> MonitoredFlow:
-        return MonitoredFlow(self.name, self.segments, self.role, self.interfaces, self.flowmon_id)
+class InstalledFlow(slots.InstalledFlow):
+    """A flow in the eBPF maps: its hooks, and how the programs find it."""
 
     def hooks(self) -> list[Hook]:
         program = MARK if self.role is Role.INGRESS else COUNT
@@ -273,15 +265,7 @@ class Monitor:
         self._save_flows(self._flows.values())
 
         used = {f.slot for f in self._flows.values()}
-        free = (s for s in range(maps.MAX_FLOWS) if s not in used)
-        if len(used) + len(add) > maps.MAX_FLOWS:
-            raise FailedPrecondition(
-                f"{len(used) + len(add)} monitored flows exceed this node's {maps.MAX_FLOWS}"
-            )
-        installed = [
-            InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free), f.flowmon_id)
-            for f in add
-        ]
+        installed = slots.install(add, used, maps.MAX_FLOWS, InstalledFlow)
         self._check_keys(installed)
         self._save_flows([*self._flows.values(), *installed])  # intent first: slots are ours
         commands = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from ipaddress import IPv6Address
 from typing import Any
 
@@ -18,10 +19,12 @@ from srv6pm.common.srv6 import MarkingMode, Role
 
 from ...domain.errors import FailedPrecondition
 from ...domain.model import MAX_SEGMENTS, Marking, MonitoredFlow
+from .. import slots
 from ..base import ColourCount, FlowCounters, PacketStats
+from ..slots import InstalledFlow
 from .api import NO_INDEX, VppApi, VppRefused
 from .fib import Fib
-from .state import InstalledFlow, StateFile
+from .state import StateFile
 
 log = logging.getLogger(__name__)
 FLOWS_PER_MESSAGE = 256  # ~68 kB messages: 10,000 flows in 40 round trips
@@ -29,7 +32,6 @@ FLOWS_PER_MESSAGE = 256  # ~68 kB messages: 10,000 flows in 40 round trips
 PLUGIN_PROBE = "srv6pm_config_get"  # defined by VPP only where the plugin is loaded
 MODES = {MarkingMode.ALTMARK: 1, MarkingMode.DSCP: 2}  # vl_api_srv6pm_marking_mode_t
 HOOK_MARK, HOOK_COUNT, HOOK_GUARD = 1, 2, 3  # vl_api_srv6pm_hook_t
-STATS = ("counted", "not_srv6", "unmarked", "no_flow", "parse_error", "foreign_mark", "mark_failed")
 
 
 class Monitor:
@@ -169,17 +171,8 @@ class Monitor:
             self.sync_hooks()
             return
         self._require("monitoring a flow")
-        limit = self.max_flows()
-        if len(flows) + len(add) > limit:
-            raise FailedPrecondition(
-                f"{len(flows) + len(add)} monitored flows exceed this node's {limit}"
-            )
         used = {f.slot for f in flows}
-        free = (s for s in range(limit) if s not in used)
-        installed = tuple(
-            InstalledFlow(f.name, f.segments, f.role, f.interfaces, next(free), f.flowmon_id)
-            for f in add
-        )
+        installed = tuple(slots.install(add, used, self.max_flows(), InstalledFlow))
         self._state.update(flows=flows + installed)  # intent first: the slots are ours
         try:
             self._flows_add(installed)
@@ -270,7 +263,7 @@ class Monitor:
         if not self.loaded():
             return PacketStats()
         reply = self._api.call("srv6pm_stats_get")
-        return PacketStats(**{name: int(getattr(reply, name)) for name in STATS})
+        return PacketStats(**{f.name: int(getattr(reply, f.name)) for f in fields(PacketStats)})
 
 
 def _flow_of(d: Any) -> tuple[Role, int, tuple[str, ...]]:

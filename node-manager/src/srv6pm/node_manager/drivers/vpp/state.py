@@ -11,24 +11,10 @@ from pathlib import Path
 
 from srv6pm.common.srv6 import MarkingMode, Role
 
-from ...domain.model import Marking, MonitoredFlow
+from ...domain.model import Marking
+from ..slots import InstalledFlow
 
 STATE_FILE = "vpp-state.json"
-
-
-@dataclass(frozen=True)
-class InstalledFlow:
-    """A monitored flow and the plugin's counter slot it holds."""
-
-    name: str
-    segments: tuple[str, ...]
-    role: Role
-    interfaces: tuple[str, ...]
-    slot: int
-    flowmon_id: int = 0
-
-    def spec(self) -> MonitoredFlow:
-        return MonitoredFlow(self.name, self.segments, self.role, self.interfaces, self.flowmon_id)
 
 
 @dataclass(frozen=True)
