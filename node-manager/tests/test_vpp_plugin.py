@@ -16,12 +16,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pytest
-from srv6pm.lab.vpp import VPP_API_FILES, VppProcess, srv6pm_plugin_dir, stop
+from srv6pm.lab import Lab, Topology
+from srv6pm.lab.vpp import VPP_API_FILES, VppProcess, srv6pm_plugin_dir
+from srv6pm.node_manager.drivers.base import PacketStats
 from vpp_papi import VPPApiClient
 
 pytestmark = pytest.mark.root
@@ -64,30 +65,72 @@ print(json.dumps([bytes(f).hex() for f in frames]))
 """
 
 
+# The project's lab builds the namespaces, veths and VPP (af_packet, addresses, neighbours).
+TOPOLOGY = """
+name: vpp-plugin
+routers:
+  r: {grpc_port: 1, driver: vpp}
+hosts:
+  h1: {}
+  h2: {}
+links:
+  - ends: {h1: "fd00:1::2/64", r: "fd00:1::1/64"}
+  - ends: {r: "fd00:2::1/64", h2: "fd00:2::2/64"}
+"""
+
+
 @dataclass
 class Bench:
-    prefix: str
-    vpp: VppProcess
+    lab: Lab
     api: Any
     r_mac: str
 
-    def ns(self, node: str) -> str:
-        return f"{self.prefix}-{node}"
+    @property
+    def vpp(self) -> VppProcess:
+        return self.lab.vpp("r")
+
+    def run(self, node: str, argv: list[str]) -> str:
+        r = self.lab.network.exec(node, argv, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return str(r.stdout)
 
     def send(self, kind: str, count: int, word: int = 0) -> None:
-        run(
-            self.ns("h1"),
-            [sys.executable, "-c", SEND, "h1r", self.r_mac, kind, str(count), str(word)],
-        )
+        iface = self.lab.kernel_interface("h1", "r")
+        self.run("h1", [sys.executable, "-c", SEND, iface, self.r_mac, kind, str(count), str(word)])
 
     def sniff(self, seconds: float) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns("h2"),
-             sys.executable, "-c", SNIFF, "h2r", str(seconds)],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        iface = self.lab.kernel_interface("h2", "r")
+        argv = [sys.executable, "-c", SNIFF, iface, str(seconds)]
+        proc = self.lab.network.popen("h2", argv, stdout=subprocess.PIPE, text=True)
         time.sleep(1.0)  # scapy's socket is open
         return proc
+
+    def captured(self, sniffer: subprocess.Popen[str]) -> list[bytes]:
+        return [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+
+    def configure(self, mode: int = 1, monitored_bit: int = 0, colour_bit: int = 0) -> None:
+        reply = self.api.srv6pm_config_set(
+            period_ns=PERIOD_NS, mode=mode, monitored_bit=monitored_bit, colour_bit=colour_bit
+        )
+        self.check(reply)
+
+    def add_flow(self, slot: int, role: int, flowmon_id: int) -> None:
+        reply = self.api.srv6pm_flow_add_del(
+            is_add=True, slot=slot, role=role, flowmon_id=flowmon_id, n_segments=1,
+            segments=SEGMENTS,
+        )  # fmt: skip
+        self.check(reply)
+
+    def hook(self, peer: str, hook: int) -> int:
+        """Enable `hook` on r's interface toward `peer`; its sw_if_index."""
+        name = self.lab.interface("r", peer)
+        index = next(
+            i.sw_if_index for i in self.api.sw_interface_dump() if i.interface_name == name
+        )
+        self.check(
+            self.api.srv6pm_interface_enable_disable(sw_if_index=index, hook=hook, enable=True)
+        )
+        return int(index)
 
     def counters(self, slot: int) -> tuple[tuple[int, int], tuple[int, int]]:
         rows = self.api.srv6pm_counters_dump(slot=slot)
@@ -96,69 +139,32 @@ class Bench:
 
     def stats(self) -> dict[str, int]:
         r = self.api.srv6pm_stats_get()
-        names = ("counted", "not_srv6", "unmarked", "no_flow", "parse_error", "foreign_mark")
-        return {n: getattr(r, n) for n in (*names, "mark_failed")}
+        return {f.name: getattr(r, f.name) for f in fields(PacketStats)}
 
     def check(self, reply: Any) -> None:
         assert reply.retval == 0, reply
 
 
-def run(ns: str, argv: list[str]) -> str:
-    r = subprocess.run(
-        ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, check=False
-    )
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True)
-
-
 @pytest.fixture
-def bench(tmp_path: Path) -> Iterator[Bench]:
-    prefix = f"vp-{secrets.token_hex(2)}"
-    nss = [f"{prefix}-{n}" for n in ("h1", "r", "h2")]
-    pid = None
+def bench() -> Iterator[Bench]:
+    lab = Lab(Topology.parse(TOPOLOGY), prefix=f"vp{secrets.token_hex(3)}")
     api = None
-    vpp = None
     try:
-        for ns in nss:
-            sh("ip", "netns", "add", ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        h1, r, h2 = nss
-        sh("ip", "link", "add", "h1r", "netns", h1, "type", "veth", "peer", "rh1", "netns", r)
-        sh("ip", "link", "add", "h2r", "netns", h2, "type", "veth", "peer", "rh2", "netns", r)
-        for ns, ifname in ((h1, "h1r"), (h2, "h2r"), (r, "rh1"), (r, "rh2")):
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{ifname}.accept_dad=0")
-            sh("ip", "-n", ns, "link", "set", ifname, "up")
-        for ifname in ("rh1", "rh2"):  # VPP's: the kernel stays out
-            sh("ip", "netns", "exec", r, "sysctl", "-qw", f"net.ipv6.conf.{ifname}.disable_ipv6=1")
-        sh("ip", "-n", h1, "addr", "add", "fd00:1::2/64", "dev", "h1r", "nodad")
-        sh("ip", "-n", h1, "-6", "route", "add", "default", "via", "fd00:1::1")
-        sh("ip", "-n", h2, "addr", "add", "fd00:2::2/64", "dev", "h2r", "nodad")
-        sh("ip", "-n", h2, "addr", "add", f"{TARGET}/128", "dev", "lo")
-        sh("ip", "-n", h2, "-6", "route", "add", "default", "via", "fd00:2::1")
-        sh("ip", "netns", "exec", h2, "sysctl", "-qw", "net.ipv6.conf.all.seg6_enabled=1")
-        sh("ip", "netns", "exec", h2, "sysctl", "-qw", "net.ipv6.conf.h2r.seg6_enabled=1")
-        sh("ip", "-n", h2, "-6", "route", "add", f"{SID}/128", "encap", "seg6local", "action",
-           "End.DT6", "table", "254", "dev", "h2r")  # fmt: skip
-        vpp = VppProcess("r", r, tmp_path)
-        proc = vpp.launch()
-        pid = proc.pid
-        vpp.wait_ready(proc)
+        lab.up(start_node_managers=False)
+        h2 = lab.kernel_interface("h2", "r")
+        for argv in (
+            ["ip", "-6", "addr", "add", f"{TARGET}/128", "dev", "lo"],
+            ["sysctl", "-qw", "net.ipv6.conf.all.seg6_enabled=1"],
+            ["sysctl", "-qw", f"net.ipv6.conf.{h2}.seg6_enabled=1"],
+            ["ip", "-6", "route", "add", f"{SID}/128", "encap", "seg6local", "action", "End.DT6",
+             "table", "254", "dev", h2],
+        ):  # fmt: skip
+            lab.network.exec("h2", argv, check=True, capture_output=True)
+        vpp = lab.vpp("r")
+        toward_h2 = lab.interface("r", "h2")
         vpp.cli(
-            "create host-interface name rh1",
-            "create host-interface name rh2",
-            "set interface state host-rh1 up",
-            "set interface state host-rh2 up",
-            "set interface ip address host-rh1 fd00:1::1/64",
-            "set interface ip address host-rh2 fd00:2::1/64",
-            "set interface rx-mode host-rh1 interrupt",
-            "set interface rx-mode host-rh2 interrupt",
-            "ip route add fc00:2::/48 via fd00:2::2 host-rh2",
-            "ip route add fd00:3::/64 via fd00:2::2 host-rh2",
-            "set sr encaps source addr fd00:2::1",
+            f"ip route add fc00:2::/48 via fd00:2::2 {toward_h2}",
+            f"ip route add fd00:3::/64 via fd00:2::2 {toward_h2}",
             f"sr policy add bsid fc00:ff::1 next {SID} encap",
             f"sr steer l3 {TARGET}/128 via bsid fc00:ff::1",
         )
@@ -166,26 +172,15 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
         files.append(str(srv6pm_plugin_dir() / "srv6pm.api.json"))
         api = VPPApiClient(apifiles=files, server_address=str(vpp.sockets.api))
         api.connect("srv6pm-test")
-        hw = vpp.cli("show hardware-interfaces host-rh1")
+        hw = vpp.cli(f"show hardware-interfaces {lab.interface('r', 'h1')}")
         r_mac = next(
             w for line in hw.splitlines() if "Ethernet address" in line for w in line.split()[-1:]
         )
-        # h2 resolves r's address, r resolves h2's
-        run(h2, ["ping", "-6", "-c", "1", "-W", "2", "fd00:2::1"])
-        run(h1, ["ping", "-6", "-c", "1", "-W", "2", "fd00:1::1"])
-        yield Bench(prefix, vpp, api.api, r_mac)
+        yield Bench(lab, api.api, r_mac)
     finally:
         if api is not None:
             api.disconnect()
-        if pid is not None and vpp is not None:
-            stop(pid, vpp.config_file)
-        for ns in reversed(nss):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
-
-
-def sw_if_index(b: Bench, name: str) -> int:
-    index: int = next(i.sw_if_index for i in b.api.sw_interface_dump() if i.interface_name == name)
-    return index
+        lab.down()
 
 
 def wait_block_start(margin_s: float = 1.2) -> None:
@@ -197,16 +192,14 @@ def wait_block_start(margin_s: float = 1.2) -> None:
 
 def test_ingress_marks_exactly_like_the_kernel_path_and_counts(bench: Bench) -> None:
     b = bench
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
-    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=7, role=1, flowmon_id=0xABCDE,
-                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
-    b.check(b.api.srv6pm_interface_enable_disable(
-        sw_if_index=sw_if_index(b, "host-rh2"), hook=1, enable=True))  # fmt: skip
+    b.configure()
+    b.add_flow(7, role=1, flowmon_id=0xABCDE)
+    b.hook("h2", 1)
     sniffer = b.sniff(4.0)
     wait_block_start()
     colour = (time.time_ns() // PERIOD_NS) % 2
     b.send("plain", 25)
-    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    frames = b.captured(sniffer)
     assert len(frames) == 25
     for f in frames:
         ip = f[14:]
@@ -223,8 +216,7 @@ def test_ingress_marks_exactly_like_the_kernel_path_and_counts(bench: Bench) -> 
     assert counts[1 - colour] == (0, 0)
     assert b.stats()["counted"] == 25
     # the same flow again: slot reused, counters from zero; removed: no longer counted
-    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=7, role=1, flowmon_id=0xABCDE,
-                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
+    b.add_flow(7, role=1, flowmon_id=0xABCDE)
     assert b.counters(7) == ((0, 0), (0, 0))
     b.check(b.api.srv6pm_flow_add_del(is_add=False, slot=7, segments=SEGMENTS))
     b.send("plain", 3)
@@ -235,16 +227,14 @@ def test_ingress_marks_exactly_like_the_kernel_path_and_counts(bench: Bench) -> 
 
 def test_dscp_mode_marks_the_traffic_class(bench: Bench) -> None:
     b = bench
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=2, monitored_bit=4, colour_bit=8))
-    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=0, role=1, flowmon_id=5,
-                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
-    b.check(b.api.srv6pm_interface_enable_disable(
-        sw_if_index=sw_if_index(b, "host-rh2"), hook=1, enable=True))  # fmt: skip
+    b.configure(mode=2, monitored_bit=4, colour_bit=8)
+    b.add_flow(0, role=1, flowmon_id=5)
+    b.hook("h2", 1)
     sniffer = b.sniff(3.0)
     wait_block_start()
     colour = (time.time_ns() // PERIOD_NS) % 2
     b.send("plain", 10)
-    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    frames = b.captured(sniffer)
     assert len(frames) == 10
     for f in frames:
         ip = f[14:]
@@ -256,11 +246,9 @@ def test_dscp_mode_marks_the_traffic_class(bench: Bench) -> None:
 
 def test_transit_counts_by_flowmon_id_and_colour_and_reasons(bench: Bench) -> None:
     b = bench
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
-    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=3, role=2, flowmon_id=99,
-                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
-    b.check(b.api.srv6pm_interface_enable_disable(
-        sw_if_index=sw_if_index(b, "host-rh1"), hook=2, enable=True))  # fmt: skip
+    b.configure()
+    b.add_flow(3, role=2, flowmon_id=99)
+    b.hook("h1", 2)
     b.send("marked", 11, word=(99 << 12) | (1 << 11))
     b.send("marked", 4, word=(99 << 12))
     b.send("marked", 2, word=(98 << 12))  # no such flow
@@ -283,15 +271,14 @@ def test_dscp_transit_finds_a_long_sid_list_by_the_whole_list(bench: Bench) -> N
     sids = ["fc00:2::1", "fc00:2::2", "fc00:2::3", "fc00:2::4", "fc00:2::5"]
     other = ["fc00:2::99", *sids[1:]]  # differs in a SID the first cache line does not hold
     # added in AltMark mode, where transit flows are found by FlowMonID: DSCP mode indexes them
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
+    b.configure()
     for slot, flowmon_id, travel in ((4, 40, sids), (5, 50, other)):
         b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=slot, role=2, flowmon_id=flowmon_id,
                                           n_segments=5, segments=travel + ["::"] * 11))  # fmt: skip
     dump = {f.slot: [str(a) for a in f.segments[: f.n_segments]] for f in b.api.srv6pm_flow_dump()}
     assert dump == {4: sids, 5: other}
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=2, monitored_bit=4, colour_bit=8))
-    b.check(b.api.srv6pm_interface_enable_disable(
-        sw_if_index=sw_if_index(b, "host-rh1"), hook=2, enable=True))  # fmt: skip
+    b.configure(mode=2, monitored_bit=4, colour_bit=8)
+    b.hook("h1", 2)
     b.send("long", 7, word=4 | 8)
     b.send("long", 2, word=4)
     b.send("long", 3, word=0)
@@ -308,15 +295,13 @@ def test_dscp_transit_finds_a_long_sid_list_by_the_whole_list(bench: Bench) -> N
 
 def test_guard_neutralises_foreign_marks(bench: Bench) -> None:
     b = bench
-    b.check(b.api.srv6pm_config_set(period_ns=PERIOD_NS, mode=1, monitored_bit=0, colour_bit=0))
-    b.check(b.api.srv6pm_flow_add_del(is_add=True, slot=1, role=3, flowmon_id=99,
-                                      n_segments=1, segments=SEGMENTS))  # fmt: skip
-    rh1 = sw_if_index(b, "host-rh1")
-    for hook in (3, 2):
-        b.check(b.api.srv6pm_interface_enable_disable(sw_if_index=rh1, hook=hook, enable=True))
+    b.configure()
+    b.add_flow(1, role=3, flowmon_id=99)
+    rh1 = b.hook("h1", 3)
+    b.hook("h1", 2)
     sniffer = b.sniff(3.0)
     b.send("marked", 6, word=(99 << 12) | (1 << 11))
-    frames = [bytes.fromhex(h) for h in json.loads(sniffer.communicate()[0])]
+    frames = b.captured(sniffer)
     assert len(frames) == 6
     for f in frames:  # forwarded, with the option turned into PadN of the same length
         assert f[14 + 40 : 14 + 48] == bytes([43, 0, 1, 4, 0, 0, 0, 0])
