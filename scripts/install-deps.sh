@@ -2,6 +2,8 @@
 # System packages srv6pm builds and runs with (Debian 12). Installs only what is missing.
 #   install-deps.sh demo   what `make demo` runs: eBPF toolchain, iproute2, nftables, ip6tables
 #   install-deps.sh        everything `make test` needs as well (tshark, ethtool, PostgreSQL, ...)
+#   install-deps.sh vpp    VPP's runtime libraries and what builds srv6pm's VPP plugin only
+#                          (scripts/install-vpp.sh)
 set -euo pipefail
 profile="${1:-all}"
 # The demo: compile the eBPF programs (clang, llvm, libbpf headers), load them (bpftool), build the
@@ -14,7 +16,9 @@ case "$profile" in
   # Tests: packets decoded by Wireshark's dissectors, offloads switched, a real PostgreSQL, the
   # shell scripts linted.
   all) packages+=(tshark ethtool postgresql shellcheck) ;;
-  *) echo "usage: $0 [demo|all]" >&2; exit 2 ;;
+  # VPP's runtime libraries; cmake, ninja and vppapigen's ply build the plugin
+  vpp) packages=(libssl3 liblzma5 libnl-3-200 libnl-route-3-200 libunwind8 cmake ninja-build python3-ply) ;;
+  *) echo "usage: $0 [demo|all|vpp]" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${packages[@]}"; do

@@ -32,17 +32,5 @@ if ! installed_version | grep -q "v$VPP_VERSION"; then
   tar -C "$(dirname "$PREFIX")" -xJf "$dist"
 fi
 
-# Its runtime libraries, and what builds a plugin: cmake, ninja, vppapigen's ply.
-packages=(libssl3 liblzma5 libnl-3-200 libnl-route-3-200 libunwind8 cmake ninja-build python3-ply)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  [ "$(id -u)" -eq 0 ] || { echo "missing Debian packages (install them as root): ${missing[*]}" >&2; exit 1; }
-  echo "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
-fi
+bash "$here/scripts/install-deps.sh" vpp
 "$PREFIX/bin/vpp" -c /dev/null --version 2>/dev/null | head -1 || true
