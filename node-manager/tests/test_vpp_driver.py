@@ -24,6 +24,8 @@ from srv6pm.node_manager.adapters.journal import Journal
 from srv6pm.node_manager.config import Settings
 from srv6pm.node_manager.domain.errors import FailedPrecondition, InvalidArgument
 from srv6pm.node_manager.domain.model import (
+    REPLY_MARKS,
+    STEERING_MARKS,
     Changes,
     LocalSid,
     Marking,
@@ -46,6 +48,8 @@ PERIOD_NS = 10**18  # one block for decades: the colour cannot change during a t
 H, T = "fc00:a::2", "fc00:b::2"  # the hosts' addresses
 SIDS = (T, "fc00:3::d6")  # the first SID is t: VPP routes the encapsulated packet there
 STEERED = "fd00:9::/64"
+R_ADDRESS = "fc00:a::1"  # VPP's on h's link
+PROBE_BSIDS = int(IPv6Network(BSIDS).network_address) + (1 << 63)  # the range's upper half
 
 
 @dataclass
@@ -173,7 +177,9 @@ def test_capabilities_list_what_vpp_has_and_the_plugin_slots(router: Router) -> 
         assert caps.counter_width_bits == 64
         assert d.interfaces() == {"host-r-h", "host-r-t"}  # VPP's names, local0 left out
         assert base.counter_epoch(d) not in (None, 0)
-        assert base.kernel_reflector(d) is None
+        reflector = base.kernel_reflector(d)  # the plugin's, which answers every probe
+        assert reflector is not None and reflector.answers_all
+        assert not caps.stamp_senders
         assert base.namespaced_sockets(d) is None
     finally:
         d.close()
@@ -381,13 +387,38 @@ def test_what_vpp_cannot_do_is_refused_with_the_reason(driver: VppDriver) -> Non
         driver.add_local_sid(LocalSid("fc00:1::a6", Behaviour.END_DX6, T, device="nope"))
     with pytest.raises(FailedPrecondition, match="no route to"):
         driver.add_local_sid(LocalSid("fc00:1::71", Behaviour.END_X, "fc00:77::1"))
-    with pytest.raises(FailedPrecondition, match="does not steer STAMP probes"):
-        driver.update_probe_routes([ProbeRoute(0, H, SIDS)], [])
-    with pytest.raises(FailedPrecondition, match="does not steer STAMP probes"):
-        driver.add_local_address(H)
-    driver.update_probe_routes([], [])
+    with pytest.raises(FailedPrecondition, match="sending from a VPP node is not supported"):
+        driver.update_probe_routes([ProbeRoute(STEERING_MARKS + 7, H, SIDS)], [])
     assert driver.probe_routes() == []
-    assert driver.local_addresses() == set()
+
+
+def test_stamp_addresses_and_reply_routes_are_programmed_once_and_removed(
+    driver: VppDriver, router: Router
+) -> None:
+    """The reflector's address is made local (a loopback of the driver's own, unless an
+    interface has it); replies on a declared return path are steered by the plugin into an SR
+    policy of their SID list, unmarked ones by VPP's L3 steering of the /128."""
+    own, on_link = "fd00:53::1", R_ADDRESS
+    api = router.api()
+    driver.add_local_address(own)
+    driver.add_local_address(on_link)
+    assert driver.local_addresses() == {own, on_link}
+    assert "loop5336" not in driver.interfaces()
+    reply = ProbeRoute(STEERING_MARKS + REPLY_MARKS + 7, H, SIDS)
+    unmarked = ProbeRoute(0, H, SIDS)
+    driver.update_probe_routes([reply, unmarked], [])
+    driver.update_probe_routes([], [])
+    assert sorted(driver.probe_routes(), key=lambda r: r.mark) == [unmarked, reply]
+    assert len([b for b in vpp_policies(api) if int(b) >= PROBE_BSIDS]) == 1  # shared
+    assert f"{H}/128" in router.vpp.cli("show sr steering-policies")
+    assert driver.policies() == []  # probe policies are not the node's SR policies
+    driver.update_probe_routes([], [reply, unmarked])
+    driver.remove_local_address(own)
+    driver.remove_local_address(on_link)
+    assert driver.probe_routes() == [] and driver.local_addresses() == set()
+    assert [b for b in vpp_policies(api) if int(b) >= PROBE_BSIDS] == []
+    api.disconnect()
+    assert R_ADDRESS in router.vpp.cli("show int addr")  # the link's address stays
     assert driver.policies() == [] and driver.local_sids() == []
 
 

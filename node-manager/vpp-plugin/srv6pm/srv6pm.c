@@ -7,6 +7,8 @@
 #include <vnet/feature/feature.h>
 #include <vpp/app/version.h>
 #include <srv6pm/srv6pm.h>
+/* the 8_8 table's code here (reflect.c has the 24_8 one's): the last type included is built */
+#include <vppinfra/bihash_8_8.h>
 #include <vppinfra/bihash_template.c>
 
 srv6pm_main_t srv6pm_main;

@@ -21,7 +21,10 @@
 #include <vnet/ip/format.h>
 #include <vnet/srv6/sr_packet.h>
 #include <vppinfra/bihash_8_8.h>
+#include <vppinfra/bihash_24_8.h>
 #include <vppinfra/crc32.h>
+#include <vppinfra/crypto/sha2.h>
+#include <vnet/dpo/dpo.h>
 
 #define SRV6PM_MAX_SEGMENTS 16
 #define SRV6PM_MAX_FLOWS    65536
@@ -103,6 +106,88 @@ typedef struct
   ip6_address_t segments[SRV6PM_MAX_SEGMENTS];
 } srv6pm_sids_t;
 
+/* ---- STAMP Session-Reflector (reflect.c, reflect_node.c) ------------------------------------ */
+
+/* What the reflector did with a STAMP packet sent to its port: /srv6pm/reflector in the stats
+ * segment, in this order (the vpp driver reads them by these names). */
+#define foreach_srv6pm_reflector_stat                                                \
+  _ (RECEIVED, received, "STAMP packets received on the reflector's port")          \
+  _ (REFLECTED, reflected, "answered")                                              \
+  _ (NOT_FOR_US, not_for_us, "to another address, or the reflector disabled")       \
+  _ (MALFORMED, malformed, "shorter than a test packet, or headers it cannot answer") \
+  _ (AUTH_FAILURES, auth_failures, "authenticated: the base HMAC did not match")    \
+  _ (TLV_INTEGRITY_FAILURES, tlv_integrity_failures, "HMAC TLV missing or wrong: TLVs returned with I") \
+  _ (COUNTERS_UNAVAILABLE, counters_unavailable, "Direct Measurement of a block with no counts: U") \
+  _ (RETURN_PATHS_REFUSED, return_paths_refused, "Return Path not declared for the sender: U") \
+  _ (REPLIES_SUPPRESSED, replies_suppressed, "Return Path Control Code: no reply wanted") \
+  _ (SEQUENCES_FULL, sequences_full, "stateful: a new sender beyond the bound, answered with 0")
+
+typedef enum
+{
+#define _(sym, name, str) SRV6PM_REFLECTOR_##sym,
+  foreach_srv6pm_reflector_stat
+#undef _
+    SRV6PM_REFLECTOR_N_STATS,
+} srv6pm_reflector_stat_t;
+
+#define SRV6PM_STAMP_MAX_SEQUENCES (1 << 16)
+#define SRV6PM_STAMP_MAX_RETURN_PATH (4 + 16 * SRV6PM_MAX_SEGMENTS) /* one Segment List sub-TLV */
+#define SRV6PM_STAMP_MAX_KEY 64
+
+/* A session's counts at this node of its last two closed blocks (slot = block % 2), published by
+ * the node manager when a block closes, from this plugin's counters. */
+typedef struct
+{
+  u64 block[2];
+  u32 rx[2]; /* the forward flow: the probes came in with it */
+  u32 tx[2]; /* the reverse flow: the replies leave with it */
+  u8 valid[2];
+} srv6pm_stamp_blocks_t;
+
+/* The Return Path TLV value a sender may send for a session: the SID list declared for it. */
+typedef struct
+{
+  u16 len;
+  u8 value[SRV6PM_STAMP_MAX_RETURN_PATH];
+} srv6pm_stamp_path_t;
+
+/* Where packets of one (address, SSID) go: the SR policy of a BSID, its DPO stacked on the
+ * reflector node (replies) */
+typedef struct
+{
+  ip6_address_t bsid;
+  dpo_id_t dpo;
+} srv6pm_stamp_steer_t;
+
+typedef enum
+{
+  SRV6PM_STEER_REPLY = 1, /* the reflector's replies to a sender for a session */
+} srv6pm_steer_kind_t;
+
+typedef struct
+{
+  u8 enabled;
+  u8 stateful;
+  u8 authenticated;
+  u16 port; /* host order; registered with udp6 while enabled */
+  u16 error_estimate; /* host order, its own (the Z bit is the probe's) */
+  ip6_address_t address;
+  u64 period_ns; /* Direct Measurement's blocks */
+  u64 allowed_dscp; /* bit d: replies may take DSCP d */
+  clib_sha2_hmac_key_data_t key;
+
+  srv6pm_stamp_blocks_t *blocks;       /* pool */
+  uword *blocks_by_ssid;	       /* SSID -> pool index */
+  srv6pm_stamp_path_t *paths;	       /* pool */
+  clib_bihash_24_8_t path_by_session;  /* (sender, SSID) -> paths index */
+  srv6pm_stamp_steer_t *steers;        /* pool */
+  clib_bihash_24_8_t steer_by_session; /* (address, SSID, kind) -> steers index */
+  clib_bihash_24_8_t sequences;	       /* (sender, SSID) -> next stateful sequence number */
+  u32 n_sequences;
+
+  vlib_simple_counter_main_t stats; /* srv6pm_reflector_stat_t */
+} srv6pm_reflector_t;
+
 typedef struct
 {
   u64 period_ns; /* 0: not configured, nothing is marked or counted */
@@ -122,6 +207,8 @@ typedef struct
   vlib_simple_counter_main_t reasons;	 /* srv6pm_reason_t */
   uword *hooks[SRV6PM_N_HOOKS];		 /* bitmap of sw_if_index per hook */
 
+  srv6pm_reflector_t reflector;
+
   u16 msg_id_base;
   vnet_main_t *vnet_main;
 } srv6pm_main_t;
@@ -130,6 +217,7 @@ extern srv6pm_main_t srv6pm_main;
 extern vlib_node_registration_t srv6pm_mark_node;
 extern vlib_node_registration_t srv6pm_count_node;
 extern vlib_node_registration_t srv6pm_guard_node;
+extern vlib_node_registration_t srv6pm_reflect_node;
 
 /* The flow key: a SID list (SRH order) folded into 64 bits. It only spreads flows (the whole
  * list is compared before a packet is counted) and only this plugin computes it, for the flows
@@ -165,5 +253,36 @@ int srv6pm_flow_add (u32 slot, u8 role, u32 flowmon_id, const ip6_address_t *tra
 int srv6pm_flow_del (u32 slot);
 int srv6pm_hook_enable_disable (u32 sw_if_index, u8 hook, int enable);
 u64 srv6pm_reason_total (srv6pm_reason_t reason);
+
+/* The key of the reflector's tables: an address, an SSID and what the entry is for. */
+static_always_inline void
+srv6pm_session_key (clib_bihash_kv_24_8_t *kv, const ip6_address_t *address, u16 ssid, u8 kind)
+{
+  kv->key[0] = address->as_u64[0];
+  kv->key[1] = address->as_u64[1];
+  kv->key[2] = (u64) ssid | (u64) kind << 16;
+  kv->value = 0;
+}
+
+typedef struct
+{
+  u8 enabled;
+  u8 stateful;
+  u16 port;
+  u16 error_estimate;
+  ip6_address_t address;
+  u64 period_ns;
+  u64 allowed_dscp;
+  u8 key_len; /* 0: unauthenticated */
+  u8 key[SRV6PM_STAMP_MAX_KEY];
+} srv6pm_reflector_config_t;
+
+int srv6pm_reflector_set (const srv6pm_reflector_config_t *c);
+int srv6pm_reflector_blocks_set (u16 ssid, u64 block, u32 rx, u32 tx);
+int srv6pm_reflector_blocks_clear (void);
+int srv6pm_reflector_path_add_del (const ip6_address_t *sender, u16 ssid, const u8 *value,
+				   u16 len, int is_add);
+int srv6pm_steer_add_del (const ip6_address_t *address, u16 ssid, u8 kind,
+			  const ip6_address_t *bsid, int is_add);
 
 #endif /* included_srv6pm_h */

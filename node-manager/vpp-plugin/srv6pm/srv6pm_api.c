@@ -14,6 +14,14 @@
 #define REPLY_MSG_ID_BASE srv6pm_main.msg_id_base
 #include <vlibapi/api_helper_macros.h>
 
+/* Every entry of a table, for a dump (sent once the walk is over). */
+static int
+srv6pm_collect_kv (clib_bihash_kv_24_8_t *kv, void *arg)
+{
+  vec_add1 (*(clib_bihash_kv_24_8_t **) arg, *kv);
+  return BIHASH_WALK_CONTINUE;
+}
+
 static void
 vl_api_srv6pm_config_set_t_handler (vl_api_srv6pm_config_set_t *mp)
 {
@@ -261,6 +269,155 @@ vl_api_srv6pm_stats_get_t_handler (vl_api_srv6pm_stats_get_t *mp)
   int rv = 0;
 
   REPLY_MACRO2 (VL_API_SRV6PM_STATS_GET_REPLY, ({ srv6pm_fill_stats (rmp); }));
+}
+
+/* ---- STAMP Session-Reflector --------------------------------------------------------------- */
+
+static void
+vl_api_srv6pm_reflector_set_t_handler (vl_api_srv6pm_reflector_set_t *mp)
+{
+  vl_api_srv6pm_reflector_set_reply_t *rmp;
+  srv6pm_reflector_config_t c = {
+    .enabled = mp->enabled,
+    .stateful = mp->stateful,
+    .port = clib_net_to_host_u16 (mp->port),
+    .error_estimate = clib_net_to_host_u16 (mp->error_estimate),
+    .period_ns = clib_net_to_host_u64 (mp->period_ns),
+    .allowed_dscp = clib_net_to_host_u64 (mp->allowed_dscp),
+    .key_len = mp->key_len,
+  };
+  int rv = VNET_API_ERROR_INVALID_VALUE_2;
+
+  ip6_address_decode (mp->address, &c.address);
+  if (c.key_len <= sizeof (c.key))
+    {
+      clib_memcpy (c.key, mp->key, c.key_len);
+      rv = srv6pm_reflector_set (&c);
+    }
+  clib_memset (&c.key, 0, sizeof (c.key));
+  REPLY_MACRO (VL_API_SRV6PM_REFLECTOR_SET_REPLY);
+}
+
+#define SRV6PM_MAX_BLOCKS_PER_MESSAGE 4096
+
+static void
+vl_api_srv6pm_reflector_blocks_set_t_handler (vl_api_srv6pm_reflector_blocks_set_t *mp)
+{
+  vl_api_srv6pm_reflector_blocks_set_reply_t *rmp;
+  u32 n = clib_net_to_host_u32 (mp->n_counts);
+  int rv = 0;
+
+  if (n > SRV6PM_MAX_BLOCKS_PER_MESSAGE)
+    rv = VNET_API_ERROR_INVALID_VALUE;
+  for (u32 i = 0; !rv && i < n; i++)
+    {
+      vl_api_srv6pm_block_counts_t *c = &mp->counts[i];
+      rv = srv6pm_reflector_blocks_set (clib_net_to_host_u16 (c->ssid),
+					clib_net_to_host_u64 (c->block),
+					clib_net_to_host_u32 (c->rx), clib_net_to_host_u32 (c->tx));
+    }
+  REPLY_MACRO (VL_API_SRV6PM_REFLECTOR_BLOCKS_SET_REPLY);
+}
+
+static void
+vl_api_srv6pm_reflector_path_add_del_t_handler (vl_api_srv6pm_reflector_path_add_del_t *mp)
+{
+  vl_api_srv6pm_reflector_path_add_del_reply_t *rmp;
+  ip6_address_t sender;
+  u16 len = clib_net_to_host_u16 (mp->len);
+  int rv = VNET_API_ERROR_INVALID_VALUE;
+
+  ip6_address_decode (mp->sender, &sender);
+  if (len <= sizeof (mp->value))
+    rv = srv6pm_reflector_path_add_del (&sender, clib_net_to_host_u16 (mp->ssid), mp->value,
+					len, mp->is_add);
+  REPLY_MACRO (VL_API_SRV6PM_REFLECTOR_PATH_ADD_DEL_REPLY);
+}
+
+static void
+vl_api_srv6pm_reflector_path_dump_t_handler (vl_api_srv6pm_reflector_path_dump_t *mp)
+{
+  srv6pm_reflector_t *r = &srv6pm_main.reflector;
+  vl_api_registration_t *reg = vl_api_client_index_to_registration (mp->client_index);
+  clib_bihash_kv_24_8_t *kvs = 0, *kv;
+
+  if (!reg)
+    return;
+  clib_bihash_foreach_key_value_pair_24_8 (&r->path_by_session, srv6pm_collect_kv, &kvs);
+  vec_foreach (kv, kvs)
+    {
+      srv6pm_stamp_path_t *path = pool_elt_at_index (r->paths, kv->value);
+      vl_api_srv6pm_reflector_path_details_t *rmp = vl_msg_api_alloc_zero (sizeof (*rmp));
+      ip6_address_t sender = { .as_u64 = { kv->key[0], kv->key[1] } };
+      rmp->_vl_msg_id = htons (VL_API_SRV6PM_REFLECTOR_PATH_DETAILS + srv6pm_main.msg_id_base);
+      rmp->context = mp->context;
+      ip6_address_encode (&sender, rmp->sender);
+      rmp->ssid = clib_host_to_net_u16 (kv->key[2] & 0xffff);
+      rmp->len = clib_host_to_net_u16 (path->len);
+      clib_memcpy (rmp->value, path->value, path->len);
+      vl_api_send_msg (reg, (u8 *) rmp);
+    }
+  vec_free (kvs);
+}
+
+static void
+vl_api_srv6pm_steer_add_del_t_handler (vl_api_srv6pm_steer_add_del_t *mp)
+{
+  vl_api_srv6pm_steer_add_del_reply_t *rmp;
+  ip6_address_t address, bsid;
+  int rv;
+
+  ip6_address_decode (mp->address, &address);
+  ip6_address_decode (mp->bsid, &bsid);
+  rv = srv6pm_steer_add_del (&address, clib_net_to_host_u16 (mp->ssid), mp->kind, &bsid,
+			     mp->is_add);
+  REPLY_MACRO (VL_API_SRV6PM_STEER_ADD_DEL_REPLY);
+}
+
+static void
+vl_api_srv6pm_steer_dump_t_handler (vl_api_srv6pm_steer_dump_t *mp)
+{
+  srv6pm_reflector_t *r = &srv6pm_main.reflector;
+  vl_api_registration_t *reg = vl_api_client_index_to_registration (mp->client_index);
+  clib_bihash_kv_24_8_t *kvs = 0, *kv;
+
+  if (!reg)
+    return;
+  clib_bihash_foreach_key_value_pair_24_8 (&r->steer_by_session, srv6pm_collect_kv, &kvs);
+  vec_foreach (kv, kvs)
+    {
+      srv6pm_stamp_steer_t *steer = pool_elt_at_index (r->steers, kv->value);
+      vl_api_srv6pm_steer_details_t *rmp = vl_msg_api_alloc_zero (sizeof (*rmp));
+      ip6_address_t address = { .as_u64 = { kv->key[0], kv->key[1] } };
+      rmp->_vl_msg_id = htons (VL_API_SRV6PM_STEER_DETAILS + srv6pm_main.msg_id_base);
+      rmp->context = mp->context;
+      rmp->kind = kv->key[2] >> 16;
+      ip6_address_encode (&address, rmp->address);
+      rmp->ssid = clib_host_to_net_u16 (kv->key[2] & 0xffff);
+      ip6_address_encode (&steer->bsid, rmp->bsid);
+      vl_api_send_msg (reg, (u8 *) rmp);
+    }
+  vec_free (kvs);
+}
+
+static void
+srv6pm_fill_reflector_stats (vl_api_srv6pm_reflector_stats_get_reply_t *rmp)
+{
+  srv6pm_reflector_t *r = &srv6pm_main.reflector;
+
+#define _(sym, name, str)                                                                   \
+  rmp->name = clib_host_to_net_u64 (vlib_get_simple_counter (&r->stats, SRV6PM_REFLECTOR_##sym));
+  foreach_srv6pm_reflector_stat
+#undef _
+}
+
+static void
+vl_api_srv6pm_reflector_stats_get_t_handler (vl_api_srv6pm_reflector_stats_get_t *mp)
+{
+  vl_api_srv6pm_reflector_stats_get_reply_t *rmp;
+  int rv = 0;
+
+  REPLY_MACRO2 (VL_API_SRV6PM_REFLECTOR_STATS_GET_REPLY, ({ srv6pm_fill_reflector_stats (rmp); }));
 }
 
 #include <srv6pm/srv6pm.api.c>

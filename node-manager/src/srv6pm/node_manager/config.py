@@ -10,8 +10,9 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from srv6pm.common import settings
 
+from .domain.model import STEERING_MARKS
 from .drivers import registry
-from .service.desired import DEFAULT_STEERING_MARK_BASE, STEERING_MARKS
+from .service.desired import DEFAULT_STEERING_MARK_BASE
 
 
 class Settings(BaseSettings):

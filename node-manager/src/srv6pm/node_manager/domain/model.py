@@ -50,12 +50,28 @@ class SrPolicy:
         return (self.prefix, self.table, self.mode, self.device, tuple(lists))
 
 
+# A ProbeRoute's mark: a base (a multiple of STEERING_MARKS) + SSID for a session's probes, + 65536
+# + SSID for a reflector's replies on a session's declared return path.
+REPLY_MARKS = 0x10000
+STEERING_MARKS = 2 * REPLY_MARKS
+SSID_MASK = 0xFFFF
+
+
 @dataclass(frozen=True)
 class ProbeRoute:
     """STAMP packets to `address` that carry `mark` (the sending socket's, or set by the
     in-kernel reflector) take `segments`: probes and replies follow exactly the segment list
     they measure, whatever the address's own route. Data traffic is never steered by it.
     Mark 0: packets without a mark (a /128 route in the main table)."""
+
+    @property
+    def is_reply(self) -> bool:
+        """A reflector's replies on a declared return path (else a sender's probes)."""
+        return bool(self.mark & REPLY_MARKS)
+
+    @property
+    def ssid(self) -> int:
+        return self.mark & SSID_MASK
 
     mark: int
     address: str
@@ -133,9 +149,10 @@ class Reflector:
 
 @dataclass(frozen=True)
 class KernelReflection:
-    """What the in-kernel STAMP reflector answers: unauthenticated 44-octet probes to
-    [address]:port, plain or inside one of `decap_sids` (End.DT6). The userspace reflector
-    answers everything else."""
+    """What the data plane's STAMP reflector answers: probes to [address]:port, plain or inside
+    one of `decap_sids` (End.DT6). The Linux in-kernel one takes unauthenticated 44-octet probes
+    (none with an `hmac_key`) and leaves everything else to the userspace reflector; VPP's
+    answers all."""
 
     address: str
     port: int
@@ -149,6 +166,7 @@ class KernelReflection:
     return_paths: tuple[tuple[str, int, tuple[str, ...]], ...] = ()
     allowed_dscp: tuple[int, ...] = ()  # Class of Service DSCP1 replies may take; (): any
     reply_mark_base: int = 0  # replies on a declared return path carry this + SSID (ProbeRoute)
+    hmac_key: bytes = b""  # authenticated mode (RFC 8762 section 4.4)
 
 
 DEFAULT_DOWN_AFTER = 3

@@ -35,6 +35,7 @@ class Capabilities:
     encap_modes: frozenset[EncapMode]
     max_flows: int
     counter_width_bits: int
+    stamp_senders: bool = True  # STAMP sessions may send from this node
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,13 @@ class DriverSettings(Protocol):
 
 
 class KernelReflector(Protocol):
-    """A STAMP Session-Reflector in the data plane itself (Linux: eBPF on tc). Without one the
-    userspace reflector answers every probe."""
+    """A STAMP Session-Reflector in the data plane itself (Linux: eBPF on tc; VPP: the plugin's
+    srv6pm-reflect). Without one the userspace reflector answers every probe."""
+
+    @property
+    def answers_all(self) -> bool:
+        """It answers every probe (no userspace reflector runs), else only some."""
+        ...
 
     def apply(self, reflection: KernelReflection | None) -> None:
         """Answer these probes in the data plane (None: none; the userspace reflector does)."""

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from ..domain.errors import FailedPrecondition
 from ..domain.model import (
+    REPLY_MARKS,
     Changes,
     LocalSid,
     Marking,
@@ -111,8 +112,6 @@ def diff(
 # Probe steering marks: a range of 2 x 65536 values, configurable (steering_mark_base) so it
 # stays clear of other users of packet marks on the host.
 DEFAULT_STEERING_MARK_BASE = 0x53520000
-REPLY_MARKS = 0x10000
-STEERING_MARKS = 2 * REPLY_MARKS  # reflector replies' marks: after the senders' 65536
 
 
 def probe_routes(state: NodeState, mark_base: int) -> tuple[ProbeRoute, ...]:
@@ -187,6 +186,11 @@ def check_preconditions(state: NodeState, caps: Capabilities, interfaces: frozen
         missing = sorted(set(f.interfaces) - interfaces)
         if missing:
             problems.append(f"flow {f.name!r}: interface(s) {', '.join(missing)} do not exist")
+    if state.sessions and not caps.stamp_senders:
+        problems.append(
+            f"STAMP session(s) {', '.join(s.name for s in state.sessions)}: this node's "
+            f"{caps.driver} data plane cannot send probes yet (a reflector can run here)"
+        )
     if len(state.flows) > caps.max_flows:
         problems.append(f"{len(state.flows)} flows exceed this node's {caps.max_flows}")
     if problems:

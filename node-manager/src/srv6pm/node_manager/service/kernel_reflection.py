@@ -19,11 +19,11 @@ MAIN_TABLE = 254
 def kernel_reflection(
     state: NodeState, clock_synchronised: bool, period_ns: int, reply_mark_base: int = 0
 ) -> KernelReflection | None:
-    """What the in-kernel reflector takes over from the userspace one: unauthenticated probes
-    (authenticated ones need the key and the HMAC: userspace), after decapsulation by an End.DT6
-    SID that delivers into table main, where the reflector address is local."""
+    """What the data plane's reflector takes over from the userspace one, after decapsulation by
+    an End.DT6 SID that delivers into table main, where the reflector address is local (the
+    Linux one leaves authenticated probes to userspace)."""
     reflector = state.reflector
-    if not reflector.enabled or reflector.hmac_key:
+    if not reflector.enabled:
         return None
     decap = tuple(
         s.sid
@@ -47,6 +47,7 @@ def kernel_reflection(
         ),
         reflector.allowed_dscp,
         reply_mark_base,
+        reflector.hmac_key,
     )
 
 
@@ -64,10 +65,17 @@ class KernelReflectorFeed:
         self._reflection: KernelReflection | None = None
         self._applied = False  # the first apply sets it, whatever it held before a restart
 
-    def apply(self, state: NodeState, clock_synchronised: bool) -> None:
-        reflection = kernel_reflection(
-            state, clock_synchronised, self._period_ns, self._reply_mark_base
+    def _reflection_of(self, state: NodeState, clock_synchronised: bool) -> KernelReflection | None:
+        return kernel_reflection(state, clock_synchronised, self._period_ns, self._reply_mark_base)
+
+    def changes(self, state: NodeState, clock_synchronised: bool) -> bool:
+        """Applying `state` would change what a reflector that answers every probe does."""
+        return (
+            self.answers_all and self._reflection_of(state, clock_synchronised) != self._reflection
         )
+
+    def apply(self, state: NodeState, clock_synchronised: bool) -> None:
+        reflection = self._reflection_of(state, clock_synchronised)
         if self._reflector and (reflection != self._reflection or not self._applied):
             self._reflector.apply(reflection)
         self._reflection, self._applied = reflection, True
@@ -99,6 +107,11 @@ class KernelReflectorFeed:
     def next_sequence(self) -> Callable[[str, int], int | None] | None:
         """The in-kernel reflector's stateful sequence numbers, for the userspace reflector."""
         return self._reflector.next_sequence if self._reflector else None
+
+    @property
+    def answers_all(self) -> bool:
+        """The data plane answers every probe: no userspace reflector is needed."""
+        return self._reflector is not None and self._reflector.answers_all
 
     def stats(self) -> Mapping[str, int]:
         return self._reflector.stats() if self._reflector else {}

@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 
 from ..domain import validation
 from ..domain.blocks import BlockClock
-from ..domain.model import ApplyResult, MonitoredFlow, NodeState, SrPolicy
+from ..domain.model import (
+    REPLY_MARKS,
+    ApplyResult,
+    MonitoredFlow,
+    NodeState,
+    Reflector,
+    SrPolicy,
+)
 from ..drivers.base import (
     Capabilities,
     DataPlaneDriver,
@@ -67,7 +74,7 @@ class NodeService:
         self.reads = BlockReads(driver, results, snapshots, self.blocks, guard_ns, clock)
         self.clock_sync = ClockSync(clock_synchronised, self._apply_lock)
         self._kernel = KernelReflectorFeed(
-            kernel_reflector(driver), period_ns, steering_mark_base + desired.REPLY_MARKS
+            kernel_reflector(driver), period_ns, steering_mark_base + REPLY_MARKS
         )
         self.protection = Protection(driver, self._apply_lock)
         sockets = namespaced_sockets(driver)
@@ -127,12 +134,14 @@ class NodeService:
                 routes,
                 self._driver.probe_routes(),
             )
-            stamp = self.stamp.prepare(state.reflector, state.sessions, dry_run)
+            # a data plane that answers every probe needs no userspace reflector beside it
+            userspace = Reflector() if self._kernel.answers_all else state.reflector
+            stamp = self.stamp.prepare(userspace, state.sessions, dry_run)
             result = ApplyResult(
                 *diff.changes,
                 state.marking != held,
                 stamp.changes,
-                stamp.reflector_changed,
+                stamp.reflector_changed or self._kernel.changes(state, self.clock_sync.synced),
             )
             if dry_run:
                 return result

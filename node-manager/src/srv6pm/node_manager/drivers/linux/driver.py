@@ -139,11 +139,15 @@ class InKernelReflector:
     """The eBPF STAMP reflector (kernel_reflector.py) as the driver offers it
     (base.KernelReflector): hooked on every interface of the namespace."""
 
+    answers_all = False  # authenticated probes, other TLVs: userspace
+
     def __init__(self, program: ReflectorProgram, routes: Routes) -> None:
         self._program = program
         self._routes = routes
 
     def apply(self, reflection: KernelReflection | None) -> None:
+        if reflection and reflection.hmac_key:
+            reflection = None  # the HMACs are computed in userspace
         self._program.apply(reflection, self._routes.interfaces(), tai_offset_ns())
 
     def refresh(self) -> None:

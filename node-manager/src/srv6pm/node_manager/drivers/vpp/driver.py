@@ -27,20 +27,19 @@ from ..base import (
     OffersCounterEpoch,
     PacketStats,
 )
+from .addresses import LocalAddresses
 from .api import VppApi
 from .fib import Fib
 from .localsids import BEHAVIOURS, LocalSids
 from .monitor import Monitor
 from .policies import MODES, Policies
+from .probes import ProbeRoutes
+from .reflector import VppReflector
 from .state import StateFile
 
 log = logging.getLogger(__name__)
 
 COUNTER_WIDTH_BITS = 64
-NO_STAMP = (
-    "the vpp driver does not steer STAMP probes yet: STAMP sessions and reflectors need a "
-    "Linux node for now"
-)
 
 
 def plugin_dir() -> Path:
@@ -76,6 +75,9 @@ class VppDriver:
         self._policies = Policies(self._api, self._fib, bsid_prefix, encap_source)
         self._sids = LocalSids(self._api, self._fib, self._state)
         self._monitor = Monitor(self._api, self._fib, self._state, period_ns)
+        self._probes = ProbeRoutes(self._api, self._policies, self._state, bsid_prefix)
+        self._addresses = LocalAddresses(self._api, self._fib, self._state)
+        self._reflector = VppReflector(self._api)
         self._api.on_connect = self._on_connect
         self._api.connect()
 
@@ -88,7 +90,9 @@ class VppDriver:
         if held:
             log.warning("VPP restarted (%s, before %s): installing its flows again", boot, held)
         self._sids.forget_all()
+        self._probes.forget_all()
         self._monitor.reinstall()
+        self._reflector.reinstall()
         self._state.update(boot=boot)
 
     def capabilities(self) -> Capabilities:
@@ -98,6 +102,7 @@ class VppDriver:
             frozenset(MODES),
             self._monitor.max_flows(),
             COUNTER_WIDTH_BITS,
+            stamp_senders=False,
         )
 
     def interfaces(self) -> frozenset[str]:
@@ -115,11 +120,11 @@ class VppDriver:
             self._policies.remove(policy)
 
     def probe_routes(self) -> list[ProbeRoute]:
-        return []
+        return self._probes.routes()
 
     def update_probe_routes(self, add: Iterable[ProbeRoute], remove: Iterable[ProbeRoute]) -> None:
-        if list(add):
-            raise FailedPrecondition(NO_STAMP)
+        with self._api.lock:
+            self._probes.update(add, remove)
 
     def local_sids(self) -> list[LocalSid]:
         return self._sids.local_sids()
@@ -133,13 +138,18 @@ class VppDriver:
             self._sids.remove(sid)
 
     def local_addresses(self) -> set[str]:
-        return set()
+        return self._addresses.addresses()
 
     def add_local_address(self, address: str) -> None:
-        raise FailedPrecondition(f"{address}: {NO_STAMP}")
+        with self._api.lock:
+            self._addresses.add(address)
 
     def remove_local_address(self, address: str) -> None:
-        pass  # it holds none
+        with self._api.lock:
+            self._addresses.remove(address)
+
+    def kernel_reflector(self) -> VppReflector:
+        return self._reflector
 
     def flows(self) -> list[MonitoredFlow]:
         return self._monitor.flows()

@@ -10,18 +10,21 @@ from ...domain.errors import FailedPrecondition
 from .api import NO_INDEX, VppApi
 
 LOCAL0 = "local0"  # VPP's internal interface: never a router port
+DRIVER_LOOPBACK_INSTANCE = 5336
+DRIVER_LOOPBACK = f"loop{DRIVER_LOOPBACK_INSTANCE}"  # its STAMP addresses (addresses.py): no port
 
 
 class Fib:
     def __init__(self, api: VppApi) -> None:
         self._api = api
 
-    def interfaces(self) -> dict[str, int]:
-        """sw_if_index by VPP interface name (`host-r2-r1` for af_packet on veth r2-r1)."""
+    def interfaces(self, include_own: bool = False) -> dict[str, int]:
+        """sw_if_index by VPP interface name (`host-r2-r1` for af_packet on veth r2-r1): the
+        router's ports, and the driver's own interfaces if `include_own`."""
         return {
             str(d.interface_name): int(d.sw_if_index)
             for d in self._api.dump("sw_interface_dump", name_filter_valid=False)
-            if d.interface_name != LOCAL0
+            if d.interface_name != LOCAL0 and (include_own or d.interface_name != DRIVER_LOOPBACK)
         }
 
     def index(self, name: str) -> int:

@@ -2,8 +2,9 @@
 them) under a binding SID, and an L3 steering entry sending an IPv6 prefix of a FIB table to
 that BSID.
 
-Ownership: the policies whose BSID is in the driver's BSID range (`vpp_bsid_prefix`) are
-srv6pm's, and so are the steering entries pointing to them. Nothing else is listed, changed or
+Ownership: the policies whose BSID is in the lower half of the driver's BSID range
+(`vpp_bsid_prefix`) are srv6pm's, and so are the steering entries pointing to them (the upper
+half is the STAMP probe routes', probes.py). Nothing else is listed, changed or
 removed. A policy of ours that nothing steers into (a crash between the two requests) is
 removed the next time a policy is added.
 """
@@ -31,6 +32,28 @@ STEER_IPV6 = 6  # SR_STEER_API_IPV6
 BSID_TABLE = 0  # where VPP installs our BSIDs
 
 
+def bsid_halves(bsids: IPv6Network) -> tuple[range, range]:
+    """The SR policies' BSIDs (as integers) and the probe routes' ones: each half of the range,
+    without its first address."""
+    base, size = int(bsids.network_address), bsids.num_addresses
+    return range(base + 1, base + size // 2), range(base + size // 2, base + size)
+
+
+def free_bsid(api: VppApi, among: range, bsids: IPv6Network) -> IPv6Address:
+    """The lowest address of `among` no policy has (every policy's BSID counts, ours or not)."""
+    used = {int(d.bsid) for d in api.dump("sr_policies_v2_dump")}
+    for value in among:
+        if value not in used:
+            return IPv6Address(value)
+    raise FailedPrecondition(f"the BSID range {bsids} is full")
+
+
+def sid_list(segments: tuple[str, ...], weight: int = 1) -> dict[str, Any]:
+    sids = [ip6(s) for s in segments]
+    padding = [IPv6Address("::")] * (MAX_SEGMENTS - len(sids))
+    return {"num_sids": len(sids), "weight": weight, "sids": sids + padding}
+
+
 @dataclass(frozen=True)
 class Held:
     """One of our policies and what steers into it."""
@@ -44,10 +67,11 @@ class Policies:
         self._api = api
         self._fib = fib
         self._bsids = bsids
+        self._range = bsid_halves(bsids)[0]
         self._encap_source = encap_source
 
     def ours(self, bsid: IPv6Address) -> bool:
-        return bsid in self._bsids
+        return int(bsid) in self._range
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -128,7 +152,7 @@ class Policies:
 
     def _create(self, bsid: IPv6Address, p: SrPolicy) -> None:
         first, *others = p.paths()
-        source = self._source(p)
+        source = self.source(first.segments[0])
         self._api.call(
             "sr_policy_add_v2",
             bsid_addr=bsid,
@@ -136,7 +160,7 @@ class Policies:
             is_encap=p.mode is EncapMode.ENCAP,
             type=POLICY_TYPE_DEFAULT,
             fib_table=BSID_TABLE,
-            sids=_sid_list(first),
+            sids=sid_list(first.segments, first.weight),
             encap_src=source,
         )
         for sl in others:
@@ -148,11 +172,11 @@ class Policies:
                 operation=SR_POLICY_OP_ADD,
                 sl_index=NO_INDEX,
                 weight=sl.weight,
-                sids=_sid_list(sl),
+                sids=sid_list(sl.segments, sl.weight),
                 encap_src=source,
             )
 
-    def _source(self, p: SrPolicy) -> IPv6Address:
+    def source(self, first_sid: str) -> IPv6Address:
         """The outer source address: the setting, else VPP's own (`set sr encaps source`, as
         the kernel's `ip sr tunsrc`), else an address of the interface toward the first SID
         (as the kernel picks one). :: leaves it to VPP."""
@@ -160,7 +184,7 @@ class Policies:
             return ip6(self._encap_source)
         if self._fib.encaps_source() is not None:
             return IPv6Address("::")
-        return self._fib.source_toward(p.paths()[0].segments[0]) or IPv6Address("::")
+        return self._fib.source_toward(first_sid) or IPv6Address("::")
 
     def _check_not_steered_elsewhere(self, p: SrPolicy) -> None:
         for steer in self._api.dump("sr_steering_pol_dump"):
@@ -180,21 +204,7 @@ class Policies:
             self._api.call("sr_policy_del", bsid_addr=bsid, sr_policy_index=NO_INDEX)
 
     def _free_bsid(self) -> IPv6Address:
-        """The lowest free address of the range after its first (every policy's BSID counts,
-        ours or not)."""
-        used = {d.bsid for d in self._api.dump("sr_policies_v2_dump")}
-        base = int(self._bsids.network_address)
-        for i in range(1, self._bsids.num_addresses):
-            bsid = IPv6Address(base + i)
-            if bsid not in used:
-                return bsid
-        raise FailedPrecondition(f"the BSID range {self._bsids} is full")
-
-
-def _sid_list(sl: SegmentList) -> dict[str, Any]:
-    sids = [ip6(s) for s in sl.segments]
-    padding = [IPv6Address("::")] * (MAX_SEGMENTS - len(sids))
-    return {"num_sids": len(sids), "weight": sl.weight, "sids": sids + padding}
+        return free_bsid(self._api, self._range, self._bsids)
 
 
 def _policy(prefix: str, table: int, details: Any) -> SrPolicy:

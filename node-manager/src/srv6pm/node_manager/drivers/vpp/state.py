@@ -1,6 +1,7 @@
 """What the vpp driver keeps in the state directory (vpp-state.json), written before VPP is
 changed: the local SIDs it created, its monitored flows and their counter slots, the marking,
-and which VPP (boot) they were installed in. VPP itself keeps nothing across its restarts."""
+the STAMP addresses and probe routes, and which VPP (boot) they were installed in. VPP itself
+keeps nothing across its restarts."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from srv6pm.common.srv6 import MarkingMode, Role
 
-from ...domain.model import Marking
+from ...domain.model import Marking, ProbeRoute
 from ..slots import InstalledFlow
 
 STATE_FILE = "vpp-state.json"
@@ -25,6 +26,8 @@ class DriverState:
     local_sids: frozenset[str] = frozenset()
     flows: tuple[InstalledFlow, ...] = ()
     marking: Marking = field(default_factory=Marking)
+    probe_routes: tuple[ProbeRoute, ...] = ()
+    local_addresses: frozenset[str] = frozenset()
 
 
 class StateFile:
@@ -41,6 +44,8 @@ class StateFile:
             "local_sids": sorted(state.local_sids),
             "flows": [asdict(f) for f in state.flows],
             "marking": asdict(state.marking),
+            "probe_routes": [asdict(r) for r in state.probe_routes],
+            "local_addresses": sorted(state.local_addresses),
         }
         tmp = self._path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))
@@ -79,4 +84,9 @@ def _load(path: Path) -> DriverState:
         )
         if marking
         else Marking(),
+        probe_routes=tuple(
+            ProbeRoute(int(r["mark"]), str(r["address"]), tuple(r["segments"]))
+            for r in data.get("probe_routes", ())
+        ),
+        local_addresses=frozenset(data.get("local_addresses", ())),
     )

@@ -1,0 +1,522 @@
+/*
+ * srv6pm-reflect: the STAMP Session-Reflector (RFC 8762 section 4.3) in VPP. udp6 dispatch hands
+ * it the test packets sent to its port on this node (after ip6-local, so after any End.DT6
+ * decapsulation); it turns each into its reply in place and sends it on, without a trip to any
+ * userspace process.
+ *
+ * As srv6pm's userspace reflector (twamp/reflector.py), which stays the reference:
+ *  - unauthenticated (44 octets, TWAMP-Light senders from 14) and authenticated mode (112, the
+ *    base HMAC-SHA-256 and the HMAC TLV of RFC 8972 section 4.8); stateless (the sender's
+ *    sequence number) or stateful (a counter per sender address and SSID);
+ *  - T2 and T3 in the format the probe's Error Estimate asks for (Z: PTPv2 truncated, TAI; else
+ *    NTP); T2 when the frame reaches this node, T3 just before the checksum (and the HMAC);
+ *  - TLVs flagged as RFC 8972 section 4 says: U on a type it does not process, M on a malformed
+ *    one and U on every one after it, I on all when the HMAC TLV check fails; processed:
+ *    Extra Padding, Direct Measurement (this node's counts of the session's flows in the block
+ *    of the sender's timestamp, published by the node manager from this plugin's counters; U
+ *    when there are none), Class of Service (DSCP2 and ECN as received, the reply takes DSCP1
+ *    unless the operator's list refuses it: RP), Return Path (RFC 9503: only the SID list
+ *    declared for this sender and session; a Control Code asking for no reply is honoured);
+ *  - the reply leaves by the session's declared return path (the SR policy the node manager
+ *    named for this sender and SSID), else by the FIB.
+ * Packets it cannot verify or parse are counted and dropped (a reflector never answers what it
+ * cannot verify).
+ */
+#include <time.h>
+#include <vlib/vlib.h>
+#include <vnet/vnet.h>
+#include <vnet/ip/ip6.h>
+#include <vnet/ip/ip6_packet.h>
+#include <vnet/udp/udp_packet.h>
+#include <srv6pm/srv6pm.h>
+
+#define STAMP_LEN	   44  /* unauthenticated base */
+#define STAMP_AUTH_LEN	   112 /* authenticated base */
+#define STAMP_HMAC_AT	   96  /* the base HMAC covers octets 0-95 */
+#define STAMP_HMAC_LEN	   16
+#define TWAMP_LIGHT_MIN    14 /* Sequence Number, Timestamp, Error Estimate */
+#define REPLY_HOP_LIMIT	   64 /* what a local socket gives a reply */
+#define NTP_UNIX_OFFSET_S  2208988800ULL
+#define TAI_UTC_OFFSET_NS  (37ULL * 1000000000ULL) /* as the userspace reflector counts PTP time */
+#define NS_PER_S	   1000000000ULL
+#define NTP_ERA_S	   (1ULL << 32)
+#define EE_Z		   0x4000
+
+#define TLV_HLEN	   4
+#define TLV_FLAG_U	   0x80
+#define TLV_FLAG_M	   0x40
+#define TLV_FLAG_I	   0x20
+#define TLV_EXTRA_PADDING  1
+#define TLV_CLASS_OF_SERVICE 4
+#define TLV_DIRECT_MEASUREMENT 5
+#define TLV_HMAC	   8
+#define TLV_RETURN_PATH	   10
+#define TLV_LAST_KNOWN	   11 /* RFC 8972, RFC 9503, RFC 9534 types: 1 .. 11 */
+#define SUB_TLV_CONTROL_CODE 1
+
+typedef enum
+{
+  SRV6PM_REFLECT_NEXT_DROP,
+  SRV6PM_REFLECT_NEXT_LOOKUP,
+  SRV6PM_REFLECT_N_NEXT,
+} srv6pm_reflect_next_t;
+
+typedef struct
+{
+  u32 stat;
+  u16 ssid;
+  u32 sender_seq;
+} srv6pm_reflect_trace_t;
+
+static u8 *
+format_srv6pm_reflect_trace (u8 *s, va_list *args)
+{
+  CLIB_UNUSED (vlib_main_t * vm) = va_arg (*args, vlib_main_t *);
+  CLIB_UNUSED (vlib_node_t * node) = va_arg (*args, vlib_node_t *);
+  srv6pm_reflect_trace_t *t = va_arg (*args, srv6pm_reflect_trace_t *);
+
+  return format (s, "srv6pm-reflect: ssid %u sender seq %u outcome %u", t->ssid, t->sender_seq,
+		 t->stat);
+}
+
+static_always_inline u64
+srv6pm_unix_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  return (u64) ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* A STAMP timestamp of Unix time `unix_ns`: PTPv2 truncated (TAI) or NTP, rounded to nearest. */
+static_always_inline void
+srv6pm_stamp_time (u64 unix_ns, int ptp, u8 *out)
+{
+  u32 s, frac;
+
+  if (ptp)
+    {
+      u64 t = unix_ns + TAI_UTC_OFFSET_NS;
+      s = t / NS_PER_S;
+      frac = t % NS_PER_S;
+    }
+  else
+    {
+      s = unix_ns / NS_PER_S + NTP_UNIX_OFFSET_S;
+      frac = (((unix_ns % NS_PER_S) << 32) + NS_PER_S / 2) / NS_PER_S;
+    }
+  clib_mem_unaligned (out, u32) = clib_host_to_net_u32 (s);
+  clib_mem_unaligned (out + 4, u32) = clib_host_to_net_u32 (frac);
+}
+
+/* Unix ns of a sender's timestamp in the format its Z bit says; 0 when unreadable. */
+static_always_inline u64
+srv6pm_sender_ns (const u8 *ts, int ptp)
+{
+  u64 s = clib_net_to_host_u32 (clib_mem_unaligned (ts, u32));
+  u64 frac = clib_net_to_host_u32 (clib_mem_unaligned (ts + 4, u32));
+
+  if (ptp)
+    {
+      u64 t = s * NS_PER_S + frac;
+      return frac < NS_PER_S && t > TAI_UTC_OFFSET_NS ? t - TAI_UTC_OFFSET_NS : 0;
+    }
+  if (!(s & 0x80000000))
+    s += NTP_ERA_S; /* era 1: 2036 .. 2104 */
+  return (s - NTP_UNIX_OFFSET_S) * NS_PER_S + ((frac * NS_PER_S + (1ULL << 31)) >> 32);
+}
+
+static_always_inline void
+srv6pm_hmac (const clib_sha2_hmac_key_data_t *key, const u8 *a, u32 a_len, const u8 *b,
+	     u32 b_len, u8 *digest)
+{
+  clib_sha2_hmac_ctx_t ctx;
+  u8 full[32];
+
+  clib_sha2_hmac_init (&ctx, CLIB_SHA2_256, (clib_sha2_hmac_key_data_t *) key);
+  clib_sha2_hmac_update (&ctx, a, a_len);
+  if (b_len)
+    clib_sha2_hmac_update (&ctx, b, b_len);
+  clib_sha2_hmac_final (&ctx, full);
+  clib_memcpy (digest, full, STAMP_HMAC_LEN);
+}
+
+static_always_inline int
+srv6pm_same_digest (const u8 *a, const u8 *b)
+{
+  u8 diff = 0; /* constant time */
+
+  for (int i = 0; i < STAMP_HMAC_LEN; i++)
+    diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+/* Where the TLVs of a packet are: each one's offset and length (from the STAMP packet), the
+ * first malformed one's offset (the rest of the packet) and the HMAC TLV's. */
+#define SRV6PM_MAX_TLVS 64
+typedef struct
+{
+  u16 off[SRV6PM_MAX_TLVS];
+  u16 n;
+  u16 malformed; /* offset of a TLV whose header or Length runs past the end; 0: none */
+  u16 hmac;	 /* offset of the first HMAC TLV; 0: none */
+  u8 hmac_last;	 /* only Extra Padding after it */
+  u8 covered;	 /* TLVs other than Extra Padding are present: the HMAC TLV is required */
+} srv6pm_tlvs_t;
+
+static_always_inline u16
+srv6pm_tlv_len (const u8 *p, u16 off)
+{
+  return clib_net_to_host_u16 (clib_mem_unaligned (p + off + 2, u16));
+}
+
+static_always_inline void
+srv6pm_frame_tlvs (const u8 *p, u32 start, u32 end, srv6pm_tlvs_t *t)
+{
+  u32 off = start;
+
+  clib_memset (t, 0, sizeof (*t));
+  while (off < end && t->n < SRV6PM_MAX_TLVS)
+    {
+      /* zeros from here to the end: MBZ padding, not TLVs (type 0 is reserved) */
+      u32 z = off;
+      while (z < end && !p[z])
+	z++;
+      if (z == end)
+	break;
+      if (end - off < TLV_HLEN || off + TLV_HLEN + srv6pm_tlv_len (p, off) > end)
+	{
+	  t->malformed = off;
+	  break;
+	}
+      u8 type = p[off + 1];
+      if (type == TLV_HMAC && !t->hmac)
+	{
+	  t->hmac = off;
+	  t->hmac_last = 1;
+	}
+      else if (type != TLV_EXTRA_PADDING)
+	{
+	  t->covered = 1;
+	  if (t->hmac)
+	    t->hmac_last = 0;
+	}
+      t->off[t->n++] = off;
+      off += TLV_HLEN + srv6pm_tlv_len (p, off);
+    }
+  if (off < end && t->n == SRV6PM_MAX_TLVS && !t->malformed)
+    t->malformed = off; /* more TLVs than it walks: the rest is returned with M */
+}
+
+/* What processing the TLVs decided about the reply. */
+typedef struct
+{
+  u8 wanted;	  /* 0: a Control Code asked for no reply */
+  u8 tc;	  /* the reply's Traffic Class */
+} srv6pm_reply_t;
+
+static_always_inline int
+srv6pm_block_counts (srv6pm_reflector_t *r, u16 ssid, u64 sender_ns, u32 *rx, u32 *tx)
+{
+  if (!r->period_ns || !sender_ns || sender_ns / r->period_ns == 0)
+    return 0;
+  uword *p = hash_get (r->blocks_by_ssid, ssid);
+  if (!p)
+    return 0;
+  srv6pm_stamp_blocks_t *b = pool_elt_at_index (r->blocks, p[0]);
+  u64 block = sender_ns / r->period_ns - 1; /* the probe reports the block before its own */
+  u32 slot = block & 1;
+  if (!b->valid[slot] || b->block[slot] != block)
+    return 0;
+  *rx = b->rx[slot];
+  *tx = b->tx[slot];
+  return 1;
+}
+
+static_always_inline int
+srv6pm_declared_path (srv6pm_reflector_t *r, const ip6_address_t *sender, u16 ssid,
+		      const u8 *value, u16 len)
+{
+  clib_bihash_kv_24_8_t kv;
+
+  srv6pm_session_key (&kv, sender, ssid, 0);
+  if (clib_bihash_search_24_8 (&r->path_by_session, &kv, &kv))
+    return 0;
+  srv6pm_stamp_path_t *path = pool_elt_at_index (r->paths, kv.value);
+  return path->len == len && !memcmp (path->value, value, len);
+}
+
+/* The flags of every TLV, and the recognised ones acted on (RFC 8972 section 4). */
+static_always_inline void
+srv6pm_process_tlvs (vlib_main_t *vm, srv6pm_reflector_t *r, u8 *p, const srv6pm_tlvs_t *t,
+		     int integrity_failed, const ip6_address_t *sender, u16 ssid, u64 sender_ns,
+		     u8 received_tc, srv6pm_reply_t *reply, u32 thread_index)
+{
+  u8 stopped = 0, extra = integrity_failed ? TLV_FLAG_I : 0;
+
+  for (u32 i = 0; i < t->n; i++)
+    {
+      u16 off = t->off[i], len = srv6pm_tlv_len (p, off);
+      u8 type = p[off + 1], *v = p + off + TLV_HLEN, flags = 0;
+
+      if (stopped && type != TLV_HMAC)
+	flags = TLV_FLAG_U;
+      else if (type == 0 || type > TLV_LAST_KNOWN)
+	flags = TLV_FLAG_U;
+      else if ((type == TLV_DIRECT_MEASUREMENT && len != 12) ||
+	       (type == TLV_CLASS_OF_SERVICE && len != 4) || (type == TLV_HMAC && len != 16))
+	{
+	  flags = TLV_FLAG_M;
+	  stopped = 1;
+	}
+      else if (integrity_failed)
+	;
+      else if (type == TLV_DIRECT_MEASUREMENT)
+	{
+	  u32 rx, tx;
+	  if (srv6pm_block_counts (r, ssid, sender_ns, &rx, &tx))
+	    {
+	      clib_mem_unaligned (v + 4, u32) = clib_host_to_net_u32 (rx);
+	      clib_mem_unaligned (v + 8, u32) = clib_host_to_net_u32 (tx);
+	    }
+	  else
+	    {
+	      /* no counts for this block: said with U, never with zeros read as a measurement */
+	      flags = TLV_FLAG_U;
+	      vlib_increment_simple_counter (&r->stats, thread_index,
+					     SRV6PM_REFLECTOR_COUNTERS_UNAVAILABLE, 1);
+	    }
+	}
+      else if (type == TLV_CLASS_OF_SERVICE)
+	{
+	  u8 dscp1 = v[0] >> 2;
+	  u32 refused = !((r->allowed_dscp >> dscp1) & 1);
+	  if (!refused)
+	    reply->tc = dscp1 << 2;
+	  clib_mem_unaligned (v, u32) =
+	    clib_host_to_net_u32 ((u32) dscp1 << 26 | (u32) received_tc << 18 | refused << 16);
+	}
+      else if (type == TLV_RETURN_PATH)
+	{
+	  if (len == 8 && v[1] == SUB_TLV_CONTROL_CODE &&
+	      clib_net_to_host_u16 (clib_mem_unaligned (v + 2, u16)) == 4 && !(v[7] & 1))
+	    reply->wanted = 0; /* no reply requested (one-way measurement) */
+	  else if (!srv6pm_declared_path (r, sender, ssid, v, len))
+	    {
+	      flags = TLV_FLAG_U; /* nothing on the wire changes where replies go */
+	      vlib_increment_simple_counter (&r->stats, thread_index,
+					     SRV6PM_REFLECTOR_RETURN_PATHS_REFUSED, 1);
+	    }
+	}
+      else if (type != TLV_EXTRA_PADDING && type != TLV_HMAC)
+	flags = TLV_FLAG_U; /* known, but not processed here */
+      p[off] = flags | extra;
+    }
+  if (t->malformed)
+    p[t->malformed] = TLV_FLAG_M | extra;
+}
+
+static_always_inline u32
+srv6pm_next_sequence (srv6pm_reflector_t *r, const ip6_address_t *sender, u16 ssid,
+		      u32 thread_index)
+{
+  clib_bihash_kv_24_8_t kv;
+  u32 seq = 0;
+
+  srv6pm_session_key (&kv, sender, ssid, 0);
+  if (!clib_bihash_search_24_8 (&r->sequences, &kv, &kv))
+    seq = kv.value;
+  else if (r->n_sequences >= SRV6PM_STAMP_MAX_SEQUENCES)
+    {
+      /* a flood of new senders: they are answered with 0, the senders known keep theirs */
+      vlib_increment_simple_counter (&r->stats, thread_index, SRV6PM_REFLECTOR_SEQUENCES_FULL,
+				     1);
+      return 0;
+    }
+  else
+    clib_atomic_fetch_add (&r->n_sequences, 1);
+  kv.value = (u32) (seq + 1);
+  clib_bihash_add_del_24_8 (&r->sequences, &kv, 1);
+  return seq;
+}
+
+/* One probe made its reply in place; the statistic that says what happened. */
+static_always_inline u32
+srv6pm_reflect_one (vlib_main_t *vm, vlib_node_runtime_t *node, srv6pm_reflector_t *r,
+		    vlib_buffer_t *b, u64 received_ns, u32 *next, u16 *ssid_out, u32 *seq_out,
+		    u32 thread_index)
+{
+  u8 *p = vlib_buffer_get_current (b);
+  udp_header_t *udp = (udp_header_t *) (p - sizeof (udp_header_t));
+  ip6_header_t *ip6 = (ip6_header_t *) ((u8 *) udp - sizeof (ip6_header_t));
+  int auth = r->authenticated;
+  u32 base = auth ? STAMP_AUTH_LEN : STAMP_LEN;
+
+  *next = SRV6PM_REFLECT_NEXT_DROP;
+  if (!r->enabled || (!ip6_address_is_zero (&r->address) &&
+		      !ip6_address_is_equal (&ip6->dst_address, &r->address)))
+    return SRV6PM_REFLECTOR_NOT_FOR_US;
+  if (b->current_data < (i16) (sizeof (*ip6) + sizeof (*udp)) || ip6->protocol != IP_PROTOCOL_UDP ||
+      (b->flags & VLIB_BUFFER_NEXT_PRESENT))
+    return SRV6PM_REFLECTOR_MALFORMED;
+  u32 len = clib_net_to_host_u16 (udp->length) - sizeof (*udp);
+  if (len > b->current_length || len < (auth ? STAMP_AUTH_LEN : TWAMP_LIGHT_MIN))
+    return SRV6PM_REFLECTOR_MALFORMED;
+  if (auth)
+    {
+      u8 digest[STAMP_HMAC_LEN];
+      srv6pm_hmac (&r->key, p, STAMP_HMAC_AT, 0, 0, digest);
+      if (!srv6pm_same_digest (digest, p + STAMP_HMAC_AT))
+	return SRV6PM_REFLECTOR_AUTH_FAILURES;
+    }
+  /* a TWAMP-Light probe shorter than the base: the reply is the whole base */
+  u32 reply_len = clib_max (len, base);
+  if (reply_len > len)
+    {
+      if (b->current_data + sizeof (*ip6) + reply_len > vlib_buffer_get_default_data_size (vm))
+	return SRV6PM_REFLECTOR_MALFORMED;
+      clib_memset (p + len, 0, reply_len - len);
+    }
+
+  /* the probe's fields, before its octets become the reply's */
+  u32 sender_seq = clib_mem_unaligned (p, u32);
+  u8 sender_ts[8], sender_ee[2] = {}, ssid_net[2] = {};
+  clib_memcpy (sender_ts, p + (auth ? 16 : 4), 8);
+  clib_memcpy (sender_ee, p + (auth ? 24 : 12), 2);
+  if (auth || len >= 16)
+    clib_memcpy (ssid_net, p + (auth ? 26 : 14), 2);
+  u16 ssid = clib_net_to_host_u16 (clib_mem_unaligned (ssid_net, u16));
+  int ptp = sender_ee[0] & (EE_Z >> 8);
+  u8 sender_ttl = ip6->hop_limit;
+  u8 received_tc = ip6_traffic_class_network_order (ip6);
+  ip6_address_t sender = ip6->src_address, reached = ip6->dst_address;
+  *ssid_out = ssid;
+  *seq_out = clib_net_to_host_u32 (sender_seq);
+
+  srv6pm_tlvs_t tlvs;
+  int integrity_failed = 0;
+  srv6pm_frame_tlvs (p, base, len, &tlvs);
+  if (auth && tlvs.covered)
+    {
+      u8 digest[STAMP_HMAC_LEN];
+      integrity_failed = 1;
+      if (tlvs.hmac && tlvs.hmac_last && srv6pm_tlv_len (p, tlvs.hmac) == STAMP_HMAC_LEN)
+	{
+	  srv6pm_hmac (&r->key, p, 4, p + base, tlvs.hmac - base, digest);
+	  integrity_failed = !srv6pm_same_digest (digest, p + tlvs.hmac + TLV_HLEN);
+	}
+      if (integrity_failed)
+	vlib_increment_simple_counter (&r->stats, thread_index,
+				       SRV6PM_REFLECTOR_TLV_INTEGRITY_FAILURES, 1);
+    }
+  srv6pm_reply_t reply = { .wanted = 1, .tc = 0 };
+  srv6pm_process_tlvs (vm, r, p, &tlvs, integrity_failed, &sender, ssid,
+		       srv6pm_sender_ns (sender_ts, ptp), received_tc, &reply, thread_index);
+  if (!reply.wanted)
+    return SRV6PM_REFLECTOR_REPLIES_SUPPRESSED;
+
+  /* the reply's base (RFC 8762 section 4.3.1), its MBZ octets zero */
+  u32 seq = r->stateful ? clib_host_to_net_u32 (srv6pm_next_sequence (r, &sender, ssid,
+								       thread_index)) :
+			  sender_seq;
+  u16 ee = (r->error_estimate & ~EE_Z) | (ptp ? EE_Z : 0);
+  clib_memset (p, 0, base);
+  clib_mem_unaligned (p, u32) = seq;
+  u32 t3_at = auth ? 16 : 4;
+  clib_mem_unaligned (p + (auth ? 24 : 12), u16) = clib_host_to_net_u16 (ee);
+  clib_memcpy (p + (auth ? 26 : 14), ssid_net, 2);
+  srv6pm_stamp_time (received_ns, ptp, p + (auth ? 32 : 16));
+  clib_mem_unaligned (p + (auth ? 48 : 24), u32) = sender_seq;
+  clib_memcpy (p + (auth ? 64 : 28), sender_ts, 8);
+  clib_memcpy (p + (auth ? 72 : 36), sender_ee, 2);
+  p[auth ? 80 : 40] = sender_ttl;
+
+  /* addresses and ports swap places; the flow label stays */
+  ip6->dst_address = sender;
+  ip6->src_address = reached;
+  ip6->hop_limit = REPLY_HOP_LIMIT;
+  ip6_set_traffic_class_network_order (ip6, reply.tc);
+  u16 sender_port = udp->src_port;
+  udp->src_port = udp->dst_port;
+  udp->dst_port = sender_port;
+  udp->length = clib_host_to_net_u16 (sizeof (*udp) + reply_len);
+  ip6->payload_length = udp->length;
+
+  /* T3 as late as it can be: the checksum and the HMACs cover it */
+  srv6pm_stamp_time (srv6pm_unix_ns (), ptp, p + t3_at);
+  if (auth)
+    {
+      srv6pm_hmac (&r->key, p, STAMP_HMAC_AT, 0, 0, p + STAMP_HMAC_AT);
+      if (tlvs.hmac && tlvs.hmac_last && srv6pm_tlv_len (p, tlvs.hmac) == STAMP_HMAC_LEN)
+	srv6pm_hmac (&r->key, p, 4, p + base, tlvs.hmac - base, p + tlvs.hmac + TLV_HLEN);
+    }
+  vlib_buffer_advance (b, -(word) (sizeof (*ip6) + sizeof (*udp)));
+  b->current_length = sizeof (*ip6) + sizeof (*udp) + reply_len;
+  b->flags &= ~(VNET_BUFFER_F_L4_CHECKSUM_COMPUTED | VNET_BUFFER_F_L4_CHECKSUM_CORRECT);
+  b->flags |= VNET_BUFFER_F_LOCALLY_ORIGINATED;
+  int bogus = 0;
+  udp->checksum = 0;
+  udp->checksum = ip6_tcp_udp_icmp_compute_checksum (vm, b, ip6, &bogus);
+  if (!udp->checksum)
+    udp->checksum = 0xffff;
+
+  /* the session's declared return path, else the FIB */
+  clib_bihash_kv_24_8_t kv;
+  srv6pm_session_key (&kv, &sender, ssid, SRV6PM_STEER_REPLY);
+  if (!clib_bihash_search_24_8 (&r->steer_by_session, &kv, &kv))
+    {
+      srv6pm_stamp_steer_t *steer = pool_elt_at_index (r->steers, kv.value);
+      vnet_buffer (b)->ip.adj_index[VLIB_TX] = steer->dpo.dpoi_index;
+      *next = steer->dpo.dpoi_next_node;
+    }
+  else
+    *next = SRV6PM_REFLECT_NEXT_LOOKUP;
+  return SRV6PM_REFLECTOR_REFLECTED;
+}
+
+VLIB_NODE_FN (srv6pm_reflect_node)
+(vlib_main_t *vm, vlib_node_runtime_t *node, vlib_frame_t *frame)
+{
+  srv6pm_reflector_t *r = &srv6pm_main.reflector;
+  u32 *from = vlib_frame_vector_args (frame), n_left = frame->n_vectors;
+  u32 thread_index = vm->thread_index;
+  vlib_buffer_t *bufs[VLIB_FRAME_SIZE], **b = bufs;
+  u16 nexts[VLIB_FRAME_SIZE], *next = nexts;
+  u64 received_ns = srv6pm_unix_ns (); /* T2: the frame reached the reflector */
+
+  vlib_get_buffers (vm, from, bufs, n_left);
+  while (n_left > 0)
+    {
+      u32 next0, seq = 0;
+      u16 ssid = 0;
+      u32 stat =
+	srv6pm_reflect_one (vm, node, r, b[0], received_ns, &next0, &ssid, &seq, thread_index);
+      vlib_increment_simple_counter (&r->stats, thread_index, SRV6PM_REFLECTOR_RECEIVED, 1);
+      vlib_increment_simple_counter (&r->stats, thread_index, stat, 1);
+      next[0] = next0;
+      if (PREDICT_FALSE (b[0]->flags & VLIB_BUFFER_IS_TRACED))
+	{
+	  srv6pm_reflect_trace_t *t = vlib_add_trace (vm, node, b[0], sizeof (*t));
+	  t->stat = stat;
+	  t->ssid = ssid;
+	  t->sender_seq = seq;
+	}
+      b++;
+      next++;
+      n_left--;
+    }
+  vlib_buffer_enqueue_to_next (vm, node, from, nexts, frame->n_vectors);
+  return frame->n_vectors;
+}
+
+VLIB_REGISTER_NODE (srv6pm_reflect_node) = {
+  .name = "srv6pm-reflect",
+  .vector_size = sizeof (u32),
+  .format_trace = format_srv6pm_reflect_trace,
+  .type = VLIB_NODE_TYPE_INTERNAL,
+  .n_next_nodes = SRV6PM_REFLECT_N_NEXT,
+  .next_nodes = {
+    [SRV6PM_REFLECT_NEXT_DROP] = "ip6-drop",
+    [SRV6PM_REFLECT_NEXT_LOOKUP] = "ip6-lookup",
+  },
+};
