@@ -66,7 +66,8 @@ vpp-plugin:
 	# vppapigen runs the first python3 on PATH: Debian's, which has python3-ply
 	PATH=/usr/bin:$$PATH ninja -C $(VPP_PLUGIN_BUILD) --quiet
 	mkdir -p $(VPP_PLUGIN_OUT)
-	cp $(VPP_PLUGIN_BUILD)/lib/vpp_plugins/srv6pm_plugin.so $(VPP_PLUGIN_BUILD)/srv6pm/srv6pm.api.json $(VPP_PLUGIN_OUT)/
+	# install replaces the files (a new inode): a running VPP keeps the plugin it mapped
+	install $(VPP_PLUGIN_BUILD)/lib/vpp_plugins/srv6pm_plugin.so $(VPP_PLUGIN_BUILD)/srv6pm/srv6pm.api.json $(VPP_PLUGIN_OUT)/
 
 lint: install
 	$(PYTHON) -m ruff check .

@@ -158,7 +158,7 @@ srv6pm_steer_add_del (const ip6_address_t *address, u16 ssid, u8 kind, const ip6
   srv6pm_stamp_steer_t *steer;
   ip6_sr_policy_t *policy = 0;
 
-  if (kind != SRV6PM_STEER_REPLY)
+  if (kind != SRV6PM_STEER_REPLY && kind != SRV6PM_STEER_PROBE)
     return VNET_API_ERROR_INVALID_VALUE;
   if (is_add)
     {
@@ -190,8 +190,11 @@ srv6pm_steer_add_del (const ip6_address_t *address, u16 ssid, u8 kind, const ip6
 	  clib_bihash_add_del_24_8 (&r->steer_by_session, &kv, 1);
 	}
       steer->bsid = *bsid;
-      /* the policy's own load balance over its segment lists, as VPP's L3 steering uses it */
-      dpo_stack_from_node (srv6pm_reflect_node.index, &steer->dpo, &policy->ip6_dpo);
+      /* the policy's own load balance over its segment lists, as VPP's L3 steering uses it,
+       * from the node that sends these packets */
+      u32 from = kind == SRV6PM_STEER_REPLY ? srv6pm_reflect_node.index :
+					      srv6pm_stamp_send_node.index;
+      dpo_stack_from_node (from, &steer->dpo, &policy->ip6_dpo);
     }
   vlib_worker_thread_barrier_release (vlib_get_main ());
   return 0;

@@ -162,6 +162,7 @@ typedef struct
 typedef enum
 {
   SRV6PM_STEER_REPLY = 1, /* the reflector's replies to a sender for a session */
+  SRV6PM_STEER_PROBE = 2, /* a sender's probes to a reflector for a session */
 } srv6pm_steer_kind_t;
 
 typedef struct
@@ -188,6 +189,54 @@ typedef struct
   vlib_simple_counter_main_t stats; /* srv6pm_reflector_stat_t */
 } srv6pm_reflector_t;
 
+/* ---- STAMP Session-Sender's packets (sender.c, sender_node.c) ------------------------------ */
+
+#define SRV6PM_STAMP_MAX_DATA	1024 /* octets of a STAMP packet carried through the API */
+#define SRV6PM_STAMP_MAX_QUEUED 65536
+
+/* A packet to a sender's port, waiting for the node manager to read it. */
+typedef struct
+{
+  u64 received_ns; /* T4: the frame reached srv6pm-stamp-receive */
+  ip6_address_t source;
+  ip6_address_t destination;
+  u16 source_port;
+  u16 destination_port;
+  u8 hop_limit;
+  u8 traffic_class;
+  u16 len;
+  u8 data[SRV6PM_STAMP_MAX_DATA];
+} srv6pm_stamp_received_t;
+
+typedef struct
+{
+  clib_spinlock_t lock;
+  srv6pm_stamp_received_t *queue; /* vector, oldest first */
+  u64 dropped;			  /* queue full, or longer than SRV6PM_STAMP_MAX_DATA */
+  uword *ports;			  /* bitmap of the senders' UDP ports */
+} srv6pm_sender_t;
+
+typedef enum
+{
+  SRV6PM_STAMP_SEND_NEXT_LOOKUP,
+  SRV6PM_STAMP_SEND_N_NEXT,
+} srv6pm_stamp_send_next_t;
+
+typedef enum
+{
+  SRV6PM_T1_KEEP = 0, /* the probe's own (authenticated: its HMAC covers it) */
+  SRV6PM_T1_NTP = 1,
+  SRV6PM_T1_PTP = 2,
+} srv6pm_t1_format_t;
+
+/* The next node a locally made probe takes from srv6pm-stamp-send. */
+typedef struct
+{
+  u32 next_index;
+} srv6pm_buffer_opaque_t;
+
+#define srv6pm_buffer(b) ((srv6pm_buffer_opaque_t *) (b)->opaque2)
+
 typedef struct
 {
   u64 period_ns; /* 0: not configured, nothing is marked or counted */
@@ -208,6 +257,7 @@ typedef struct
   uword *hooks[SRV6PM_N_HOOKS];		 /* bitmap of sw_if_index per hook */
 
   srv6pm_reflector_t reflector;
+  srv6pm_sender_t sender;
 
   u16 msg_id_base;
   vnet_main_t *vnet_main;
@@ -218,6 +268,8 @@ extern vlib_node_registration_t srv6pm_mark_node;
 extern vlib_node_registration_t srv6pm_count_node;
 extern vlib_node_registration_t srv6pm_guard_node;
 extern vlib_node_registration_t srv6pm_reflect_node;
+extern vlib_node_registration_t srv6pm_stamp_send_node;
+extern vlib_node_registration_t srv6pm_stamp_receive_node;
 
 /* The flow key: a SID list (SRH order) folded into 64 bits. It only spreads flows (the whole
  * list is compared before a packet is counted) and only this plugin computes it, for the flows
@@ -282,6 +334,11 @@ int srv6pm_reflector_blocks_set (u16 ssid, u64 block, u32 rx, u32 tx);
 int srv6pm_reflector_blocks_clear (void);
 int srv6pm_reflector_path_add_del (const ip6_address_t *sender, u16 ssid, const u8 *value,
 				   u16 len, int is_add);
+int srv6pm_sender_port_add_del (u16 port, int is_add);
+int srv6pm_stamp_send (const ip6_address_t *source, const ip6_address_t *destination,
+		       u16 source_port, u16 destination_port, u16 ssid, u8 traffic_class,
+		       u8 t1_format, const u8 *data, u16 len, u64 *sent_ns);
+u32 srv6pm_stamp_take (srv6pm_stamp_received_t *out, u32 max, u64 *dropped);
 int srv6pm_steer_add_del (const ip6_address_t *address, u16 ssid, u8 kind,
 			  const ip6_address_t *bsid, int is_add);
 

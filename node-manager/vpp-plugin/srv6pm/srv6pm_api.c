@@ -420,6 +420,68 @@ vl_api_srv6pm_reflector_stats_get_t_handler (vl_api_srv6pm_reflector_stats_get_t
   REPLY_MACRO2 (VL_API_SRV6PM_REFLECTOR_STATS_GET_REPLY, ({ srv6pm_fill_reflector_stats (rmp); }));
 }
 
+/* ---- STAMP Session-Sender's packets -------------------------------------------------------- */
+
+static void
+vl_api_srv6pm_sender_port_add_del_t_handler (vl_api_srv6pm_sender_port_add_del_t *mp)
+{
+  vl_api_srv6pm_sender_port_add_del_reply_t *rmp;
+  int rv = srv6pm_sender_port_add_del (clib_net_to_host_u16 (mp->port), mp->is_add);
+
+  REPLY_MACRO (VL_API_SRV6PM_SENDER_PORT_ADD_DEL_REPLY);
+}
+
+static void
+vl_api_srv6pm_stamp_send_t_handler (vl_api_srv6pm_stamp_send_t *mp)
+{
+  vl_api_srv6pm_stamp_send_reply_t *rmp;
+  ip6_address_t source, destination;
+  u64 sent_ns = 0;
+  u16 len = clib_net_to_host_u16 (mp->len);
+  int rv = VNET_API_ERROR_INVALID_VALUE;
+
+  ip6_address_decode (mp->source, &source);
+  ip6_address_decode (mp->destination, &destination);
+  if (vl_msg_api_get_msg_length (mp) >= sizeof (*mp) + len && mp->t1_format <= SRV6PM_T1_PTP)
+    rv = srv6pm_stamp_send (&source, &destination, clib_net_to_host_u16 (mp->source_port),
+			    clib_net_to_host_u16 (mp->destination_port),
+			    clib_net_to_host_u16 (mp->ssid), mp->traffic_class, mp->t1_format,
+			    mp->data, len, &sent_ns);
+  REPLY_MACRO2 (VL_API_SRV6PM_STAMP_SEND_REPLY,
+		({ rmp->sent_ns = clib_host_to_net_u64 (sent_ns); }));
+}
+
+#define SRV6PM_MAX_RECEIVED_PER_REPLY 64
+
+static void
+vl_api_srv6pm_stamp_receive_t_handler (vl_api_srv6pm_stamp_receive_t *mp)
+{
+  vl_api_srv6pm_stamp_receive_reply_t *rmp;
+  srv6pm_stamp_received_t got[SRV6PM_MAX_RECEIVED_PER_REPLY];
+  u64 dropped;
+  u32 n = srv6pm_stamp_take (
+    got, clib_min (clib_net_to_host_u32 (mp->max), SRV6PM_MAX_RECEIVED_PER_REPLY), &dropped);
+  int rv = 0;
+
+  REPLY_MACRO3 (VL_API_SRV6PM_STAMP_RECEIVE_REPLY, n * sizeof (vl_api_srv6pm_stamp_received_t), ({
+		  rmp->dropped = clib_host_to_net_u64 (dropped);
+		  rmp->n_packets = clib_host_to_net_u32 (n);
+		  for (u32 i = 0; i < n; i++)
+		    {
+		      vl_api_srv6pm_stamp_received_t *p = &rmp->packets[i];
+		      p->received_ns = clib_host_to_net_u64 (got[i].received_ns);
+		      ip6_address_encode (&got[i].source, p->source);
+		      ip6_address_encode (&got[i].destination, p->destination);
+		      p->source_port = clib_host_to_net_u16 (got[i].source_port);
+		      p->destination_port = clib_host_to_net_u16 (got[i].destination_port);
+		      p->hop_limit = got[i].hop_limit;
+		      p->traffic_class = got[i].traffic_class;
+		      p->len = clib_host_to_net_u16 (got[i].len);
+		      clib_memcpy (p->data, got[i].data, got[i].len);
+		    }
+		}));
+}
+
 #include <srv6pm/srv6pm.api.c>
 
 static clib_error_t *

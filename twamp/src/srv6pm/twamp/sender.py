@@ -44,7 +44,7 @@ from .results import (
     ResultStore,
 )
 from .thresholds import Metric, ThresholdConfig, ThresholdEvent, ThresholdMonitor
-from .timestamps import ntp_from_unix_ns, to_unix_ns
+from .timestamps import ntp_from_unix_ns, to_unix_ns, unix_ns_from_ntp
 from .tlv import FLAG_I, FLAG_M, FLAG_U, DirectMeasurement, ReturnPath, Tlv
 from .transport import Datagram
 from .windows import DelayWindows
@@ -126,6 +126,9 @@ class SenderSession:
     clock: Callable[[], int] = time.time_ns
     results: ResultSink = field(default_factory=ResultStore)
     stats: SenderStats = field(default_factory=SenderStats)
+    # the transport writes T1 into each probe as it sends it (a data plane that sends the probes
+    # itself): delay takes T1 from the reply, which echoes it, rather than from the clock here
+    t1_on_the_wire: bool = False
 
     def __post_init__(self) -> None:
         self._seq = 0
@@ -290,6 +293,8 @@ class SenderSession:
         self.stats.received += 1
         if self.liveness:
             self._liveness_changed(self.liveness.replied(pending.leader, datagram.received_ns))
+        if self.t1_on_the_wire:
+            pending = dataclasses.replace(pending, sent_ns=unix_ns_from_ntp(reply.sender_timestamp))
         self._record_delay(reply, t2, t3, datagram.received_ns, pending)
         if pending.block is not None:
             self.results.add_loss(self._loss(reply, pending))

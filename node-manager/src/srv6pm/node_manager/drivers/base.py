@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
 from srv6pm.common.srv6 import Behaviour, EncapMode
+from srv6pm.twamp.transport import Datagram
 
 from ..domain.model import (
     KernelReflection,
@@ -160,6 +161,41 @@ class KernelReflector(Protocol):
         ...
 
 
+class ProbeEndpoint(Protocol):
+    """Where one STAMP Session-Sender sends its probes and gets its replies, when the data plane
+    carries them itself (twamp.transport.Endpoint's methods)."""
+
+    @property
+    def stamps_t1(self) -> bool:
+        """It writes T1 into each probe as it sends it: the sender reads T1 back from replies."""
+        ...
+
+    def serve(self, handler: Callable[[Datagram], None]) -> None:
+        """Hand each reply to `handler` on the calling asyncio loop's thread."""
+        ...
+
+    def send(
+        self,
+        data: bytes,
+        destination: tuple[str, int],
+        traffic_class: int | None = None,
+        ifindex: int | None = None,
+        mark: int | None = None,
+    ) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class ProbeEndpoints(Protocol):
+    """The data plane sends and receives STAMP senders' packets itself (VPP: the plugin), into
+    the session's SID list (its probe route). Without it, senders use UDP sockets of the node."""
+
+    def open(self, address: str, ssid: int, reflector: str, authenticated: bool) -> ProbeEndpoint:
+        """An endpoint for session `ssid` sending from `address` ("" : the node's address toward
+        `reflector`); FailedPrecondition if it cannot be had."""
+        ...
+
+
 class NamespacedSockets(Protocol):
     """The data plane's sockets live in a network namespace of their own (Linux: the router's
     netns). Without it, STAMP sockets are opened where the node manager runs."""
@@ -194,6 +230,11 @@ class OffersNamespacedSockets(Protocol):
     def namespaced_sockets(self) -> NamespacedSockets | None: ...
 
 
+@runtime_checkable
+class OffersProbeEndpoints(Protocol):
+    def probe_endpoints(self) -> ProbeEndpoints: ...
+
+
 def counter_epoch(driver: DataPlaneDriver) -> int:
     """The epoch of the driver's counters: 0 for a driver whose counters never restart."""
     return driver.counter_epoch() if isinstance(driver, OffersCounterEpoch) else 0
@@ -207,3 +248,8 @@ def kernel_reflector(driver: DataPlaneDriver) -> KernelReflector | None:
 def namespaced_sockets(driver: DataPlaneDriver) -> NamespacedSockets | None:
     """Where the driver's sockets live, if not where the node manager runs."""
     return driver.namespaced_sockets() if isinstance(driver, OffersNamespacedSockets) else None
+
+
+def probe_endpoints(driver: DataPlaneDriver) -> ProbeEndpoints | None:
+    """The driver's own STAMP sender endpoints, if it carries senders' packets itself."""
+    return driver.probe_endpoints() if isinstance(driver, OffersProbeEndpoints) else None

@@ -32,6 +32,7 @@ from ..drivers.base import (
     counter_epoch,
     kernel_reflector,
     namespaced_sockets,
+    probe_endpoints,
 )
 from . import desired
 from .block_reads import BlockReading, BlockReads
@@ -87,6 +88,7 @@ class NodeService:
             self._kernel.next_sequence(),
             steering_mark_base,
             liveness_listener=self.protection.liveness_changed,
+            probe_endpoints=probe_endpoints(driver),
         )
         self.clock_sync.follow(self.stamp.set_clock_synchronised)
         self.clock_sync.follow(self._kernel.set_clock_synchronised)

@@ -31,6 +31,7 @@ from ..adapters.metrics import SessionLiveness, SessionThresholds
 from ..domain.errors import FailedPrecondition
 from ..domain.model import Changes, Reflector
 from ..domain.model import SenderSession as SenderSpec
+from ..drivers.base import ProbeEndpoint, ProbeEndpoints
 from .desired import DEFAULT_STEERING_MARK_BASE, reply_mark
 from .results import LivenessListener, ResultsService, SessionResults
 
@@ -47,7 +48,7 @@ class StampPlan:
     reflector: Reflector
     reflector_changed: bool
     stale: list[str]
-    new: list[tuple[SenderSpec, socket.socket]] = field(default_factory=list)
+    new: list[tuple[SenderSpec, socket.socket | ProbeEndpoint]] = field(default_factory=list)
     reflector_socket: socket.socket | None = None
 
 
@@ -56,7 +57,7 @@ class _Running:
     spec: SenderSpec
     session: SenderSession
     results: SessionResults
-    endpoint: Endpoint
+    endpoint: Endpoint | ProbeEndpoint
     task: asyncio.Task[None]
 
 
@@ -83,7 +84,9 @@ class StampService:
         sequences: Callable[[str, int], int | None] | None = None,
         steering_mark_base: int = DEFAULT_STEERING_MARK_BASE,
         liveness_listener: LivenessListener | None = None,
+        probe_endpoints: ProbeEndpoints | None = None,
     ) -> None:
+        self._probe_endpoints = probe_endpoints  # the data plane carries senders' packets itself
         self._mark_base = steering_mark_base  # probe_routes(): how packets find their SID list
         # told of every liveness change, on this service's loop thread, once it is journaled
         self._liveness_listener = liveness_listener
@@ -139,16 +142,21 @@ class StampService:
             reflector.port,
         )
         try:
-            plan.new = [
-                (spec, self._socket(spec.source_address or "::", 0, self._probe_mark(spec)))
-                for spec in new
-            ]
+            for spec in new:
+                plan.new.append((spec, self._sender_endpoint(spec)))
             if reflector.enabled and not same_socket:
                 plan.reflector_socket = self._socket(reflector.address, reflector.port)
         except FailedPrecondition:
             self.discard(plan)
             raise
         return plan
+
+    def _sender_endpoint(self, spec: SenderSpec) -> socket.socket | ProbeEndpoint:
+        if self._probe_endpoints is None:
+            return self._socket(spec.source_address or "::", 0, self._probe_mark(spec))
+        return self._probe_endpoints.open(
+            spec.source_address, spec.ssid, spec.reflector_address, bool(spec.hmac_key)
+        )
 
     def _probe_mark(self, spec: SenderSpec) -> int:
         """Probes steered into their SID list carry their session's mark (probe_routes)."""
@@ -185,7 +193,9 @@ class StampService:
         if self._reflector:
             self._reflector[0].config.error_estimate = clock_error_estimate(synchronised)
 
-    async def _start_sender(self, spec: SenderSpec, sock: socket.socket) -> _Running:
+    async def _start_sender(
+        self, spec: SenderSpec, sock: socket.socket | ProbeEndpoint
+    ) -> _Running:
         config = SenderConfig(
             name=spec.name,
             ssid=spec.ssid,
@@ -205,9 +215,15 @@ class StampService:
             computation_interval_ns=spec.computation_interval_ms * 1_000_000,
             thresholds=_thresholds(spec),
         )
-        endpoint = Endpoint(sock)
+        endpoint = Endpoint(sock) if isinstance(sock, socket.socket) else sock
         results = self._results.session(spec, self._liveness_listener)
-        session = SenderSession(config, self._counters, endpoint.send, results=results)
+        session = SenderSession(
+            config,
+            self._counters,
+            endpoint.send,
+            results=results,
+            t1_on_the_wire=not isinstance(endpoint, Endpoint) and endpoint.stamps_t1,
+        )
         endpoint.serve(session.handle)
         task = asyncio.get_running_loop().create_task(session.run(), name=f"stamp-{spec.name}")
         log.info(

@@ -37,8 +37,11 @@ class VppApi:
     """A serialised connection to VPP's API socket. `on_connect` runs after every (re)connection,
     before the call that needed it is sent, with the lock held: it may call this object."""
 
-    def __init__(self, socket: Path, api_files: Iterable[Path]) -> None:
+    def __init__(
+        self, socket: Path, api_files: Iterable[Path], client_name: str = CLIENT_NAME
+    ) -> None:
         self._socket = socket
+        self._name = client_name
         self._client = VPPApiClient(
             apifiles=[str(f) for f in api_files], server_address=str(socket)
         )
@@ -56,7 +59,7 @@ class VppApi:
         with contextlib.suppress(Exception):  # whatever state the old transport is in
             self._client.disconnect()
         try:
-            self._client.connect(CLIENT_NAME)
+            self._client.connect(self._name)
         except OSError as e:
             raise FailedPrecondition(f"VPP does not answer on {self._socket}: {e}") from None
         self._connected = True

@@ -25,6 +25,8 @@ from ..base import (
     DriverSettings,
     FlowCounters,
     OffersCounterEpoch,
+    OffersKernelReflector,
+    OffersProbeEndpoints,
     PacketStats,
 )
 from .addresses import LocalAddresses
@@ -35,6 +37,7 @@ from .monitor import Monitor
 from .policies import MODES, Policies
 from .probes import ProbeRoutes
 from .reflector import VppReflector
+from .senders import VppProbeEndpoints
 from .state import StateFile
 
 log = logging.getLogger(__name__)
@@ -69,7 +72,8 @@ class VppDriver:
         encap_source: str = "",
         vpp_api_dir: Path = Path("/opt/vpp/share/vpp/api"),
     ) -> None:
-        self._api = VppApi(api_socket, api_files(vpp_api_dir))
+        files = api_files(vpp_api_dir)
+        self._api = VppApi(api_socket, files)
         self._state = StateFile(state_dir)
         self._fib = Fib(self._api)
         self._policies = Policies(self._api, self._fib, bsid_prefix, encap_source)
@@ -78,6 +82,7 @@ class VppDriver:
         self._probes = ProbeRoutes(self._api, self._policies, self._state, bsid_prefix)
         self._addresses = LocalAddresses(self._api, self._fib, self._state)
         self._reflector = VppReflector(self._api)
+        self._senders = VppProbeEndpoints(api_socket, files, self._fib)
         self._api.on_connect = self._on_connect
         self._api.connect()
 
@@ -102,7 +107,6 @@ class VppDriver:
             frozenset(MODES),
             self._monitor.max_flows(),
             COUNTER_WIDTH_BITS,
-            stamp_senders=False,
         )
 
     def interfaces(self) -> frozenset[str]:
@@ -151,6 +155,9 @@ class VppDriver:
     def kernel_reflector(self) -> VppReflector:
         return self._reflector
 
+    def probe_endpoints(self) -> VppProbeEndpoints:
+        return self._senders
+
     def flows(self) -> list[MonitoredFlow]:
         return self._monitor.flows()
 
@@ -180,6 +187,7 @@ class VppDriver:
         return self._monitor.instance()
 
     def close(self) -> None:
+        self._senders.close()
         self._api.close()
 
 
@@ -211,5 +219,7 @@ def open_driver(settings: VppSettings) -> DataPlaneDriver:
     )
 
 
-# for mypy: the driver offers the counter epoch (open_driver checks the base protocol)
-_offers: type[OffersCounterEpoch] = VppDriver
+# for mypy: the driver offers these optional capabilities (open_driver checks the base protocol)
+_offers: tuple[
+    type[OffersCounterEpoch], type[OffersKernelReflector], type[OffersProbeEndpoints]
+] = (VppDriver, VppDriver, VppDriver)

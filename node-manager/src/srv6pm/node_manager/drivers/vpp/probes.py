@@ -5,6 +5,8 @@ that takes it.
 - A reply route (a reflector's replies to a sender for one session, on its declared return
   path) is the plugin's steering entry for (sender, SSID): srv6pm-reflect sends those replies
   into the policy, whatever the sender's address is routed by.
+- A probe route (a sender's probes to a reflector for one session) is the plugin's steering
+  entry for (reflector, SSID): srv6pm-stamp-send sends the session's probes into the policy.
 - An unmarked route (mark 0) is VPP's L3 steering of the address's /128 in table 0, as the
   kernel's /128 route in table main.
 
@@ -18,7 +20,6 @@ import logging
 from collections.abc import Iterable
 from ipaddress import IPv6Address, IPv6Network
 
-from ...domain.errors import FailedPrecondition
 from ...domain.model import ProbeRoute
 from .api import NO_INDEX, VppApi
 from .policies import (
@@ -33,11 +34,7 @@ from .policies import (
 from .state import StateFile
 
 log = logging.getLogger(__name__)
-STEER_REPLY = 1  # vl_api_srv6pm_steer_kind_t
-NO_SENDER = (
-    "a STAMP session sending from a VPP node is not supported yet: its probes cannot be steered "
-    "into their SID list"
-)
+STEER_REPLY, STEER_PROBE = 1, 2  # vl_api_srv6pm_steer_kind_t
 
 
 class ProbeRoutes:
@@ -57,14 +54,7 @@ class ProbeRoutes:
         """A restarted VPP holds none."""
         self._state.update(probe_routes=())
 
-    def check(self, add: Iterable[ProbeRoute]) -> None:
-        for r in add:
-            if r.mark and not r.is_reply:
-                raise FailedPrecondition(f"session SSID {r.ssid} to {r.address}: {NO_SENDER}")
-
     def update(self, add: Iterable[ProbeRoute], remove: Iterable[ProbeRoute]) -> None:
-        add, remove = list(add), list(remove)
-        self.check(add)
         held = set(self._state.current.probe_routes)
         for r in remove:
             if r in held:
@@ -124,7 +114,7 @@ class ProbeRoutes:
         self._api.call(
             "srv6pm_steer_add_del",
             is_add=is_add,
-            kind=STEER_REPLY,
+            kind=STEER_REPLY if r.is_reply else STEER_PROBE,
             address=IPv6Address(r.address),
             ssid=r.ssid,
             bsid=bsid,
