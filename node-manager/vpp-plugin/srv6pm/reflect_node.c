@@ -11,12 +11,15 @@
  *  - T2 and T3 in the format the probe's Error Estimate asks for (Z: PTPv2 truncated, TAI; else
  *    NTP); T2 when the frame reaches this node, T3 just before the checksum (and the HMAC);
  *  - TLVs flagged as RFC 8972 section 4 says: U on a type it does not process, M on a malformed
- *    one and U on every one after it, I on all when the HMAC TLV check fails; processed:
+ *    one and U on every one after it, I on all when the HMAC TLV check fails; in authenticated
+ *    mode the reply's TLVs end with one HMAC TLV (section 4.8), the probe's where it was, else a
+ *    new one after them (a probe's missing, misplaced or repeated one is an I); processed:
  *    Extra Padding, Direct Measurement (this node's counts of the session's flows in the block
  *    of the sender's timestamp, published by the node manager from this plugin's counters; U
  *    when there are none), Class of Service (DSCP2 and ECN as received, the reply takes DSCP1
  *    unless the operator's list refuses it: RP), Return Path (RFC 9503: only the SID list
- *    declared for this sender and session; a Control Code asking for no reply is honoured);
+ *    declared for this sender and session; a Control Code asking for no reply is honoured, one
+ *    asking for a reply on the incoming link gets U; sub-TLVs that do not parse: M);
  *  - the reply leaves by the session's declared return path (the SR policy the node manager
  *    named for this sender and SSID), else by the FIB.
  * Packets it cannot verify or parse are counted and dropped (a reflector never answers what it
@@ -53,6 +56,8 @@
 #define TLV_RETURN_PATH	   10
 #define TLV_LAST_KNOWN	   11 /* RFC 8972, RFC 9503, RFC 9534 types: 1 .. 11 */
 #define SUB_TLV_CONTROL_CODE 1
+#define SUB_TLV_RETURN_ADDRESS 2
+#define SUB_TLV_SEGMENT_LIST 4
 
 typedef enum
 {
@@ -151,15 +156,17 @@ srv6pm_same_digest (const u8 *a, const u8 *b)
   return diff == 0;
 }
 
-/* Where the TLVs of a packet are: each one's offset and length (from the STAMP packet), the
- * first malformed one's offset (the rest of the packet) and the HMAC TLV's. */
-#define SRV6PM_MAX_TLVS 64
+/* Where the TLVs of a packet are (offsets from the STAMP packet): they start at its base and
+ * follow one another by their Length, up to `wellformed`; then the first malformed one (the
+ * rest of the packet), and the first well-formed HMAC TLV. */
 typedef struct
 {
-  u16 off[SRV6PM_MAX_TLVS];
-  u16 n;
+  u16 start;	  /* the base's end */
+  u16 n;	  /* well-formed TLVs */
+  u16 wellformed; /* where they end */
   u16 malformed; /* offset of a TLV whose header or Length runs past the end; 0: none */
-  u16 hmac;	 /* offset of the first HMAC TLV; 0: none */
+  u16 hmac;	 /* offset of the first HMAC TLV of 16 octets; 0: none */
+  u16 end;	 /* where the last TLV ends (the end of the packet after a malformed one) */
   u8 hmac_last;	 /* only Extra Padding after it */
   u8 covered;	 /* TLVs other than Extra Padding are present: the HMAC TLV is required */
 } srv6pm_tlvs_t;
@@ -173,16 +180,17 @@ srv6pm_tlv_len (const u8 *p, u16 off)
 static_always_inline void
 srv6pm_frame_tlvs (const u8 *p, u32 start, u32 end, srv6pm_tlvs_t *t)
 {
-  u32 off = start;
+  u32 off = start, zeros = end;
 
   clib_memset (t, 0, sizeof (*t));
-  while (off < end && t->n < SRV6PM_MAX_TLVS)
+  t->start = start;
+  /* zeros from where a TLV would start to the end: MBZ padding, not TLVs (type 0 is
+   * reserved); found once, so a packet of empty TLVs costs one walk */
+  while (zeros > start && !p[zeros - 1])
+    zeros--;
+  while (off < end)
     {
-      /* zeros from here to the end: MBZ padding, not TLVs (type 0 is reserved) */
-      u32 z = off;
-      while (z < end && !p[z])
-	z++;
-      if (z == end)
+      if (off >= zeros)
 	break;
       if (end - off < TLV_HLEN || off + TLV_HLEN + srv6pm_tlv_len (p, off) > end)
 	{
@@ -190,22 +198,77 @@ srv6pm_frame_tlvs (const u8 *p, u32 start, u32 end, srv6pm_tlvs_t *t)
 	  break;
 	}
       u8 type = p[off + 1];
-      if (type == TLV_HMAC && !t->hmac)
+      if (type == TLV_HMAC && srv6pm_tlv_len (p, off) == STAMP_HMAC_LEN && !t->hmac)
 	{
 	  t->hmac = off;
 	  t->hmac_last = 1;
 	}
       else if (type != TLV_EXTRA_PADDING)
 	{
+	  /* an HMAC TLV of another length is malformed, not an HMAC TLV: covered too */
 	  t->covered = 1;
-	  if (t->hmac)
-	    t->hmac_last = 0;
+	  t->hmac_last = 0;
 	}
-      t->off[t->n++] = off;
+      t->n++;
       off += TLV_HLEN + srv6pm_tlv_len (p, off);
     }
-  if (off < end && t->n == SRV6PM_MAX_TLVS && !t->malformed)
-    t->malformed = off; /* more TLVs than it walks: the rest is returned with M */
+  t->wellformed = t->malformed ? t->malformed : off;
+  t->end = t->malformed ? end : off;
+  if (t->malformed)
+    {
+      /* whatever it is, it is not Extra Padding, and the HMAC TLV is not the last TLV */
+      t->covered = 1;
+      t->hmac_last = 0;
+    }
+}
+
+/* A Return Path TLV's sub-TLVs (RFC 9503 section 4.1), read as the userspace reflector reads
+ * them; 1 when they do not parse (the TLV is malformed). */
+typedef struct
+{
+  u8 control_code;  /* a Control Code sub-TLV is present */
+  u8 reply_wanted;  /* its Reply Requested flag */
+  u8 segment_list;  /* an SRv6 Segment List sub-TLV is present, not empty */
+  u8 other;	    /* a Return Address, an SR-MPLS label stack or an unknown sub-TLV */
+} srv6pm_return_path_t;
+
+static_always_inline int
+srv6pm_return_path_parse (const u8 *v, u16 len, srv6pm_return_path_t *rp)
+{
+  u8 seen_address = 0, seen_list = 0;
+
+  clib_memset (rp, 0, sizeof (*rp));
+  for (u32 off = 0; off < len;)
+    {
+      if (len - off < TLV_HLEN || off + TLV_HLEN + srv6pm_tlv_len (v, off) > len)
+	return 1;
+      u8 type = v[off + 1];
+      u16 l = srv6pm_tlv_len (v, off);
+      if (type == SUB_TLV_CONTROL_CODE)
+	{
+	  if (rp->control_code || l != 4)
+	    return 1;
+	  rp->control_code = 1;
+	  rp->reply_wanted = v[off + TLV_HLEN + 3] & 1;
+	}
+      else if (type == SUB_TLV_RETURN_ADDRESS)
+	{
+	  if (seen_address || (l != 4 && l != 16))
+	    return 1;
+	  seen_address = rp->other = 1;
+	}
+      else if (type == SUB_TLV_SEGMENT_LIST)
+	{
+	  if (seen_list || l % 16)
+	    return 1;
+	  seen_list = 1;
+	  rp->segment_list = l > 0;
+	}
+      else
+	rp->other = 1;
+      off += TLV_HLEN + l;
+    }
+  return 0;
 }
 
 /* What processing the TLVs decided about the reply. */
@@ -243,7 +306,8 @@ srv6pm_declared_path (srv6pm_reflector_t *r, const ip6_address_t *sender, u16 ss
   if (clib_bihash_search_24_8 (&r->path_by_session, &kv, &kv))
     return 0;
   srv6pm_stamp_path_t *path = pool_elt_at_index (r->paths, kv.value);
-  return path->len == len && !memcmp (path->value, value, len);
+  /* one Segment List sub-TLV: its flags are not part of the path */
+  return path->len == len && !memcmp (path->value + 1, value + 1, len - 1);
 }
 
 /* The flags of every TLV, and the recognised ones acted on (RFC 8972 section 4). */
@@ -253,10 +317,11 @@ srv6pm_process_tlvs (vlib_main_t *vm, srv6pm_reflector_t *r, u8 *p, const srv6pm
 		     u8 received_tc, srv6pm_reply_t *reply, u32 thread_index)
 {
   u8 stopped = 0, extra = integrity_failed ? TLV_FLAG_I : 0;
+  srv6pm_return_path_t rp;
 
-  for (u32 i = 0; i < t->n; i++)
+  for (u32 off = t->start, len; off < t->wellformed; off += TLV_HLEN + len)
     {
-      u16 off = t->off[i], len = srv6pm_tlv_len (p, off);
+      len = srv6pm_tlv_len (p, off);
       u8 type = p[off + 1], *v = p + off + TLV_HLEN, flags = 0;
 
       if (stopped && type != TLV_HMAC)
@@ -264,7 +329,8 @@ srv6pm_process_tlvs (vlib_main_t *vm, srv6pm_reflector_t *r, u8 *p, const srv6pm
       else if (type == 0 || type > TLV_LAST_KNOWN)
 	flags = TLV_FLAG_U;
       else if ((type == TLV_DIRECT_MEASUREMENT && len != 12) ||
-	       (type == TLV_CLASS_OF_SERVICE && len != 4) || (type == TLV_HMAC && len != 16))
+	       (type == TLV_CLASS_OF_SERVICE && len != 4) || (type == TLV_HMAC && len != 16) ||
+	       (type == TLV_RETURN_PATH && srv6pm_return_path_parse (v, len, &rp)))
 	{
 	  flags = TLV_FLAG_M;
 	  stopped = 1;
@@ -298,10 +364,11 @@ srv6pm_process_tlvs (vlib_main_t *vm, srv6pm_reflector_t *r, u8 *p, const srv6pm
 	}
       else if (type == TLV_RETURN_PATH)
 	{
-	  if (len == 8 && v[1] == SUB_TLV_CONTROL_CODE &&
-	      clib_net_to_host_u16 (clib_mem_unaligned (v + 2, u16)) == 4 && !(v[7] & 1))
+	  if (rp.control_code && !rp.reply_wanted)
 	    reply->wanted = 0; /* no reply requested (one-way measurement) */
-	  else if (!srv6pm_declared_path (r, sender, ssid, v, len))
+	  else if (rp.control_code)
+	    flags = TLV_FLAG_U; /* a reply on the link it came by: not pinned here */
+	  else if (!rp.segment_list || rp.other || !srv6pm_declared_path (r, sender, ssid, v, len))
 	    {
 	      flags = TLV_FLAG_U; /* nothing on the wire changes where replies go */
 	      vlib_increment_simple_counter (&r->stats, thread_index,
@@ -314,6 +381,37 @@ srv6pm_process_tlvs (vlib_main_t *vm, srv6pm_reflector_t *r, u8 *p, const srv6pm
     }
   if (t->malformed)
     p[t->malformed] = TLV_FLAG_M | extra;
+}
+
+/* The TLVs less the sender's HMAC TLVs, then a new HMAC TLV after them, with the flags the
+ * sender's first one got (its value is written last); returns its offset. */
+static_always_inline u32
+srv6pm_append_hmac (u8 *p, const srv6pm_tlvs_t *t)
+{
+  u32 w = t->start;
+  u8 flags = 0, seen = 0;
+
+  for (u32 off = t->start, l; off < t->wellformed; off += l)
+    {
+      l = TLV_HLEN + srv6pm_tlv_len (p, off);
+      if (p[off + 1] == TLV_HMAC && l == TLV_HLEN + STAMP_HMAC_LEN)
+	{
+	  flags = seen ? flags : p[off];
+	  seen = 1;
+	  continue;
+	}
+      memmove (p + w, p + off, l); /* w <= off: to the left, over what was read */
+      w += l;
+    }
+  if (t->malformed)
+    {
+      memmove (p + w, p + t->malformed, t->end - t->malformed);
+      w += t->end - t->malformed;
+    }
+  p[w] = flags;
+  p[w + 1] = TLV_HMAC;
+  clib_mem_unaligned (p + w + 2, u16) = clib_host_to_net_u16 (STAMP_HMAC_LEN);
+  return w;
 }
 
 static_always_inline u32
@@ -396,11 +494,16 @@ srv6pm_reflect_one (vlib_main_t *vm, vlib_node_runtime_t *node, srv6pm_reflector
   srv6pm_tlvs_t tlvs;
   int integrity_failed = 0;
   srv6pm_frame_tlvs (p, base, len, &tlvs);
+  /* authenticated, with TLVs: the reply has an HMAC TLV, maybe one the probe had not */
+  int hmac_reply = auth && (tlvs.n || tlvs.malformed);
+  u32 room = vlib_buffer_get_default_data_size (vm) - b->current_data;
+  if (hmac_reply && !(tlvs.hmac && tlvs.hmac_last) && tlvs.end + TLV_HLEN + STAMP_HMAC_LEN > room)
+    return SRV6PM_REFLECTOR_MALFORMED;
   if (auth && tlvs.covered)
     {
       u8 digest[STAMP_HMAC_LEN];
       integrity_failed = 1;
-      if (tlvs.hmac && tlvs.hmac_last && srv6pm_tlv_len (p, tlvs.hmac) == STAMP_HMAC_LEN)
+      if (tlvs.hmac && tlvs.hmac_last)
 	{
 	  srv6pm_hmac (&r->key, p, 4, p + base, tlvs.hmac - base, digest);
 	  integrity_failed = !srv6pm_same_digest (digest, p + tlvs.hmac + TLV_HLEN);
@@ -414,6 +517,20 @@ srv6pm_reflect_one (vlib_main_t *vm, vlib_node_runtime_t *node, srv6pm_reflector
 		       srv6pm_sender_ns (sender_ts, ptp), received_tc, &reply, thread_index);
   if (!reply.wanted)
     return SRV6PM_REFLECTOR_REPLIES_SUPPRESSED;
+
+  /* RFC 8972 section 4.8: in authenticated mode the HMAC TLV follows every TLV but Extra
+   * Padding. One the probe had where it belongs stays there; otherwise (missing, misplaced,
+   * repeated) the reply's goes after the TLVs it returns, so the sender can verify them. */
+  u32 hmac_at = 0;
+  if (hmac_reply && tlvs.hmac && tlvs.hmac_last)
+    hmac_at = tlvs.hmac;
+  else if (hmac_reply)
+    {
+      hmac_at = srv6pm_append_hmac (p, &tlvs);
+      u32 hmac_end = hmac_at + TLV_HLEN + STAMP_HMAC_LEN;
+      reply_len = clib_max (reply_len, hmac_end);
+      clib_memset (p + hmac_end, 0, reply_len - hmac_end); /* what was left of the probe */
+    }
 
   /* the reply's base (RFC 8762 section 4.3.1), its MBZ octets zero */
   u32 seq = r->stateful ? clib_host_to_net_u32 (srv6pm_next_sequence (r, &sender, ssid,
@@ -447,8 +564,8 @@ srv6pm_reflect_one (vlib_main_t *vm, vlib_node_runtime_t *node, srv6pm_reflector
   if (auth)
     {
       srv6pm_hmac (&r->key, p, STAMP_HMAC_AT, 0, 0, p + STAMP_HMAC_AT);
-      if (tlvs.hmac && tlvs.hmac_last && srv6pm_tlv_len (p, tlvs.hmac) == STAMP_HMAC_LEN)
-	srv6pm_hmac (&r->key, p, 4, p + base, tlvs.hmac - base, p + tlvs.hmac + TLV_HLEN);
+      if (hmac_at)
+	srv6pm_hmac (&r->key, p, 4, p + base, hmac_at - base, p + hmac_at + TLV_HLEN);
     }
   vlib_buffer_advance (b, -(word) (sizeof (*ip6) + sizeof (*udp)));
   b->current_length = sizeof (*ip6) + sizeof (*udp) + reply_len;
