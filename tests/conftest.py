@@ -196,15 +196,29 @@ def loss_of(lab: Lab, block: int, blocks: type[Blocks], timeout_blocks: int = 3)
     raise AssertionError(f"no loss result for block {block}; seen (block - {block}): {seen}")
 
 
-def loss_with_injected_drops(lab: Lab, blocks: type[Blocks]) -> tuple[int, pb.LossResult]:
+FORWARD_DROPS, REVERSE_DROPS = 5, 3
+
+
+DATA_SIZE, DATA_MIN_LENGTH = 400, 300  # data packets told from probes by their length
+
+
+def inject_drops(lab: Lab, blocks: type[Blocks], data_only: bool = False) -> int:
     """The next block with 100 packets h1 -> h2 and 60 back, 5 of them dropped at r2 -> r3 and 3
-    at r2 -> r1; the block and the scenario session's loss result of it."""
+    at r2 -> r1 (FORWARD_DROPS, REVERSE_DROPS); that block. `data_only`: longer data packets,
+    and only they are dropped (not a STAMP packet, however many the sessions send)."""
     block = blocks.next()
-    forward = lab.drop("r2", "r3", 5, dst=FORWARD_SIDS[1])
-    reverse = lab.drop("r2", "r1", 3, dst=REVERSE_SIDS[1])
-    lab.send_udp("h1", H2, 100, interval=0.0005)
-    lab.send_udp("h2", H1, 60, interval=0.0005)
+    size, min_length = (DATA_SIZE, DATA_MIN_LENGTH) if data_only else (64, None)
+    forward = lab.drop("r2", "r3", FORWARD_DROPS, dst=FORWARD_SIDS[1], min_length=min_length)
+    reverse = lab.drop("r2", "r1", REVERSE_DROPS, dst=REVERSE_SIDS[1], min_length=min_length)
+    lab.send_udp("h1", H2, 100, interval=0.0005, size=size)
+    lab.send_udp("h2", H1, 60, interval=0.0005, size=size)
     time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
     lab.clear_drops("r2")
     assert forward.handle != reverse.handle
+    return block
+
+
+def loss_with_injected_drops(lab: Lab, blocks: type[Blocks]) -> tuple[int, pb.LossResult]:
+    """inject_drops, and the scenario session's loss result of its block."""
+    block = inject_drops(lab, blocks)
     return block, loss_of(lab, block, blocks)

@@ -14,14 +14,12 @@ from datetime import UTC, datetime
 
 import pytest
 import yaml
-from conftest import block_packets, running_lab
-from srv6pm.lab.fleet import Api, add_sessions, register, wait_applied
+from conftest import FORWARD_DROPS, REVERSE_DROPS, block_packets, inject_drops, running_lab
+from srv6pm.lab.fleet import Api, add_sessions, register, session_hops, session_loss, wait_applied
 from srv6pm.lab.pipeline import ResultsPipeline
-from srv6pm.lab.scenario import FORWARD_SIDS, H1, H2, REVERSE_SIDS
 from srv6pm.lab.servers import ControllerProcess
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-FORWARD_DROPS, REVERSE_DROPS = 5, 3
 WAIT_S = 30.0
 
 
@@ -70,38 +68,7 @@ def api(controller, product_lab):
 def inject_loss(lab, blocks) -> int:
     """5 packets h1 -> h2 lost on r2 -> r3 and 3 h2 -> h1 on r2 -> r1, in one block."""
     blocks.next()
-    block = blocks.next()
-    lab.drop("r2", "r3", FORWARD_DROPS, dst=FORWARD_SIDS[1])
-    lab.drop("r2", "r1", REVERSE_DROPS, dst=REVERSE_SIDS[1])
-    lab.send_udp("h1", H2, 100, interval=0.0005)
-    lab.send_udp("h2", H1, 60, interval=0.0005)
-    time.sleep(max(0.0, blocks.start(block) + 0.5 - time.time()))
-    lab.clear_drops("r2")
-    return block
-
-
-def loss_of(api: Api, session: str, block: int) -> dict:
-    """The session's loss record of `block` as the REST API serves it (waits for it)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        page = api.get(f"/v1/sessions/{session}/loss", after_block=block - 1, limit=1)
-        items = page["items"]
-        if items and items[0]["block"] == block and items[0]["forward"] and items[0]["reverse"]:
-            return items[0]
-        assert time.monotonic() < deadline, f"no loss of block {block} for {session}: {page}"
-        time.sleep(0.5)
-
-
-def hops_of(api: Api, session: str, block: int) -> dict[str, dict]:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = api.get(f"/v1/sessions/{session}/hops", block=block)
-        directions = {d["direction"]: d for d in found["directions"]}
-        counted = all(c["packets"] is not None for d in directions.values() for c in d["counts"])
-        if counted:
-            return directions
-        assert time.monotonic() < deadline, f"hops of block {block} incomplete: {found}"
-        time.sleep(0.5)
+    return inject_drops(lab, blocks)
 
 
 def apply_count(lab, router: str) -> float:
@@ -149,15 +116,15 @@ def test_injected_loss_is_read_back_exactly_and_localised_to_its_segment(api, pr
     blocks.wait_readable(block)
     counted = {r: block_packets(product_lab, r, block) for r in ("r1", "r2", "r3")}
 
-    forward = loss_of(api, "h1-h2", block)
+    forward = session_loss(api, "h1-h2", block)
     assert forward["forward"]["tx"] == counted["r1"]["to-h2"]
     assert forward["forward"]["rx"] == counted["r3"]["to-h2"]
     assert forward["forward"]["lost"] == FORWARD_DROPS
     assert forward["reverse"]["lost"] == REVERSE_DROPS
-    other = loss_of(api, "h2-h1", block)  # the same flows, measured from r3
+    other = session_loss(api, "h2-h1", block)  # the same flows, measured from r3
     assert (other["forward"]["lost"], other["reverse"]["lost"]) == (REVERSE_DROPS, FORWARD_DROPS)
 
-    hops = hops_of(api, "h1-h2", block)
+    hops = session_hops(api, "h1-h2", block)
     assert hops["forward"]["path"] == ["r1", "r2", "r3"]
     assert [(s["src"], s["dst"], s["lost"]) for s in hops["forward"]["segments"]] == [
         ("r1", "r2", 0),
@@ -212,7 +179,7 @@ def test_a_controller_killed_and_restarted_disturbs_no_measurement(
     assert {r: apply_count(product_lab, r) for r in applies} == applies  # nothing re-applied
     assert all(s["status"]["state"] == "applied" for s in api.get("/v1/sessions")["items"])
     blocks.wait_readable(block)
-    loss = loss_of(api, "h1-h2", block)
+    loss = session_loss(api, "h1-h2", block)
     assert (loss["forward"]["lost"], loss["reverse"]["lost"]) == (FORWARD_DROPS, REVERSE_DROPS)
 
 
@@ -231,7 +198,7 @@ def test_a_node_manager_restarted_empty_is_reapplied_and_measures_again(api, pro
         time.sleep(0.3)
     block = inject_loss(product_lab, blocks)
     blocks.wait_readable(block)
-    hops = hops_of(api, "h1-h2", block)
+    hops = session_hops(api, "h1-h2", block)
     assert [s["lost"] for s in hops["forward"]["segments"]] == [0, FORWARD_DROPS]
     assert [s["lost"] for s in hops["reverse"]["segments"]] == [0, REVERSE_DROPS]
 

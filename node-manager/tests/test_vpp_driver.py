@@ -179,7 +179,7 @@ def test_capabilities_list_what_vpp_has_and_the_plugin_slots(router: Router) -> 
         assert base.counter_epoch(d) not in (None, 0)
         reflector = base.kernel_reflector(d)  # the plugin's, which answers every probe
         assert reflector is not None and reflector.answers_all
-        assert not caps.stamp_senders
+        assert base.probe_endpoints(d) is not None  # the plugin sends senders' packets
         assert base.namespaced_sockets(d) is None
     finally:
         d.close()
@@ -387,17 +387,15 @@ def test_what_vpp_cannot_do_is_refused_with_the_reason(driver: VppDriver) -> Non
         driver.add_local_sid(LocalSid("fc00:1::a6", Behaviour.END_DX6, T, device="nope"))
     with pytest.raises(FailedPrecondition, match="no route to"):
         driver.add_local_sid(LocalSid("fc00:1::71", Behaviour.END_X, "fc00:77::1"))
-    with pytest.raises(FailedPrecondition, match="sending from a VPP node is not supported"):
-        driver.update_probe_routes([ProbeRoute(STEERING_MARKS + 7, H, SIDS)], [])
-    assert driver.probe_routes() == []
 
 
-def test_stamp_addresses_and_reply_routes_are_programmed_once_and_removed(
+def test_stamp_addresses_and_probe_routes_are_programmed_once_and_removed(
     driver: VppDriver, router: Router
 ) -> None:
     """The reflector's address is made local (a loopback of the driver's own, unless an
-    interface has it); replies on a declared return path are steered by the plugin into an SR
-    policy of their SID list, unmarked ones by VPP's L3 steering of the /128."""
+    interface has it); a session's probes and the replies on a declared return path are steered
+    by the plugin into an SR policy of their SID list, unmarked packets by VPP's L3 steering of
+    the /128."""
     own, on_link = "fd00:53::1", R_ADDRESS
     api = router.api()
     driver.add_local_address(own)
@@ -405,14 +403,17 @@ def test_stamp_addresses_and_reply_routes_are_programmed_once_and_removed(
     assert driver.local_addresses() == {own, on_link}
     assert "loop5336" not in driver.interfaces()
     reply = ProbeRoute(STEERING_MARKS + REPLY_MARKS + 7, H, SIDS)
+    probe = ProbeRoute(STEERING_MARKS + 7, H, SIDS)
     unmarked = ProbeRoute(0, H, SIDS)
-    driver.update_probe_routes([reply, unmarked], [])
+    driver.update_probe_routes([reply, probe, unmarked], [])
     driver.update_probe_routes([], [])
-    assert sorted(driver.probe_routes(), key=lambda r: r.mark) == [unmarked, reply]
+    assert sorted(driver.probe_routes(), key=lambda r: r.mark) == [unmarked, probe, reply]
     assert len([b for b in vpp_policies(api) if int(b) >= PROBE_BSIDS]) == 1  # shared
     assert f"{H}/128" in router.vpp.cli("show sr steering-policies")
     assert driver.policies() == []  # probe policies are not the node's SR policies
-    driver.update_probe_routes([], [reply, unmarked])
+    steers = {(d.kind, d.ssid) for d in api.api.srv6pm_steer_dump()}
+    assert steers == {(1, 7), (2, 7)}  # the reflector's replies, the sender's probes
+    driver.update_probe_routes([], [reply, probe, unmarked])
     driver.remove_local_address(own)
     driver.remove_local_address(on_link)
     assert driver.probe_routes() == [] and driver.local_addresses() == set()

@@ -2,11 +2,10 @@
  * srv6pm STAMP Session-Sender's packets in VPP. The node manager's sender (twamp/sender.py: the
  * sessions, their schedule, results and journal, the same code for Linux and VPP nodes) hands
  * each probe to the plugin, which sends it from this node into the session's SR policy in VPP
- * (the PROBE steering entry of the reflector's address and SSID, else the FIB), writing T1 as it
- * goes; replies to the senders' UDP ports are queued with T4 (sender_node.c) until the node
+ * (the PROBE steering entry of the reflector's address and SSID, else the FIB), T1 written by
+ * srv6pm-stamp-send as the probe enters the graph; replies to the senders' UDP ports are queued with T4 (sender_node.c) until the node
  * manager reads them. Nothing leaves VPP for a Linux socket.
  */
-#include <time.h>
 #include <vnet/udp/udp_local.h>
 #include <vnet/ip/ip6.h>
 #include <srv6pm/srv6pm.h>
@@ -39,9 +38,9 @@ srv6pm_sender_port_add_del (u16 port, int is_add)
   return 0;
 }
 
-/* T1 in the format the probe's Error Estimate says (its Z bit: PTPv2 truncated, else NTP). */
+/* T1 in the given format (PTPv2 truncated or NTP). */
 static void
-srv6pm_write_t1 (u8 *probe, u64 unix_ns, int ptp)
+srv6pm_stamp_time (u8 *probe, u64 unix_ns, int ptp)
 {
   u32 s, frac;
 
@@ -60,10 +59,33 @@ srv6pm_write_t1 (u8 *probe, u64 unix_ns, int ptp)
   clib_mem_unaligned (probe + STAMP_T1_AT + 4, u32) = clib_host_to_net_u32 (frac);
 }
 
+static void
+srv6pm_udp_checksum (vlib_main_t *vm, vlib_buffer_t *b)
+{
+  ip6_header_t *ip6 = vlib_buffer_get_current (b);
+  udp_header_t *udp = (udp_header_t *) (ip6 + 1);
+  int bogus = 0;
+
+  udp->checksum = 0;
+  udp->checksum = ip6_tcp_udp_icmp_compute_checksum (vm, b, ip6, &bogus);
+  if (!udp->checksum)
+    udp->checksum = 0xffff;
+}
+
+/* T1 written into a probe srv6pm_stamp_send made, as it leaves (srv6pm-stamp-send). */
+void
+srv6pm_stamp_write_t1 (vlib_main_t *vm, vlib_buffer_t *b, u64 unix_ns)
+{
+  u8 *payload = (u8 *) vlib_buffer_get_current (b) + sizeof (ip6_header_t) + sizeof (udp_header_t);
+
+  srv6pm_stamp_time (payload, unix_ns, srv6pm_buffer (b)->t1_format == SRV6PM_T1_PTP);
+  srv6pm_udp_checksum (vm, b);
+}
+
 int
 srv6pm_stamp_send (const ip6_address_t *source, const ip6_address_t *destination,
 		   u16 source_port, u16 destination_port, u16 ssid, u8 traffic_class,
-		   u8 write_t1, const u8 *data, u16 len, u64 *sent_ns)
+		   u8 write_t1, const u8 *data, u16 len)
 {
   vlib_main_t *vm = vlib_get_main ();
   srv6pm_reflector_t *r = &srv6pm_main.reflector;
@@ -106,16 +128,9 @@ srv6pm_stamp_send (const ip6_address_t *source, const ip6_address_t *destination
       srv6pm_buffer (b)->next_index = steer->dpo.dpoi_next_node;
     }
 
-  /* T1 as late as the API lets it be: the buffer goes to the graph next */
-  struct timespec ts;
-  clock_gettime (CLOCK_REALTIME, &ts);
-  *sent_ns = (u64) ts.tv_sec * NS_PER_S + ts.tv_nsec;
-  if (write_t1)
-    srv6pm_write_t1 (payload, *sent_ns, write_t1 == SRV6PM_T1_PTP);
-  int bogus = 0;
-  udp->checksum = ip6_tcp_udp_icmp_compute_checksum (vm, b, ip6, &bogus);
-  if (!udp->checksum)
-    udp->checksum = 0xffff;
+  srv6pm_buffer (b)->t1_format = write_t1;
+  if (!write_t1)
+    srv6pm_udp_checksum (vm, b); /* else once T1 is in */
 
   vlib_frame_t *f = vlib_get_frame_to_node (vm, srv6pm_stamp_send_node.index);
   u32 *to_next = vlib_frame_vector_args (f);

@@ -1,6 +1,7 @@
 /*
  * srv6pm-stamp-send: sends the probes the API made (sender.c) on into the session's SR policy
- * or the FIB, as decided when each was made.
+ * or the FIB, as decided when each was made, writing T1 into those that ask for it: the time
+ * the frame reached the graph, as late as the sender's side of VPP can take it.
  * srv6pm-stamp-receive: udp6 dispatch hands it the packets to the senders' ports (replies); it
  * queues each with T4, the time its frame reached the node, for the node manager to read.
  */
@@ -18,9 +19,17 @@ VLIB_NODE_FN (srv6pm_stamp_send_node)
   vlib_buffer_t *bufs[VLIB_FRAME_SIZE];
   u16 nexts[VLIB_FRAME_SIZE];
 
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  u64 now_ns = (u64) ts.tv_sec * 1000000000ULL + ts.tv_nsec; /* T1 */
   vlib_get_buffers (vm, from, bufs, n);
   for (u32 i = 0; i < n; i++)
-    nexts[i] = srv6pm_buffer (bufs[i])->next_index;
+    {
+      if (srv6pm_buffer (bufs[i])->t1_format)
+	srv6pm_stamp_write_t1 (vm, bufs[i], now_ns);
+      nexts[i] = srv6pm_buffer (bufs[i])->next_index;
+    }
   vlib_buffer_enqueue_to_next (vm, node, from, nexts, n);
   return n;
 }

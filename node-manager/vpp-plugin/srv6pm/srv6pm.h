@@ -233,6 +233,7 @@ typedef enum
 typedef struct
 {
   u32 next_index;
+  u8 t1_format; /* srv6pm_t1_format_t: srv6pm-stamp-send writes T1 */
 } srv6pm_buffer_opaque_t;
 
 #define srv6pm_buffer(b) ((srv6pm_buffer_opaque_t *) (b)->opaque2)
@@ -337,7 +338,8 @@ int srv6pm_reflector_path_add_del (const ip6_address_t *sender, u16 ssid, const 
 int srv6pm_sender_port_add_del (u16 port, int is_add);
 int srv6pm_stamp_send (const ip6_address_t *source, const ip6_address_t *destination,
 		       u16 source_port, u16 destination_port, u16 ssid, u8 traffic_class,
-		       u8 t1_format, const u8 *data, u16 len, u64 *sent_ns);
+		       u8 t1_format, const u8 *data, u16 len);
+void srv6pm_stamp_write_t1 (vlib_main_t *vm, vlib_buffer_t *b, u64 unix_ns);
 u32 srv6pm_stamp_take (srv6pm_stamp_received_t *out, u32 max, u64 *dropped);
 int srv6pm_steer_add_del (const ip6_address_t *address, u16 ssid, u8 kind,
 			  const ip6_address_t *bsid, int is_add);

@@ -436,7 +436,6 @@ vl_api_srv6pm_stamp_send_t_handler (vl_api_srv6pm_stamp_send_t *mp)
 {
   vl_api_srv6pm_stamp_send_reply_t *rmp;
   ip6_address_t source, destination;
-  u64 sent_ns = 0;
   u16 len = clib_net_to_host_u16 (mp->len);
   int rv = VNET_API_ERROR_INVALID_VALUE;
 
@@ -446,9 +445,8 @@ vl_api_srv6pm_stamp_send_t_handler (vl_api_srv6pm_stamp_send_t *mp)
     rv = srv6pm_stamp_send (&source, &destination, clib_net_to_host_u16 (mp->source_port),
 			    clib_net_to_host_u16 (mp->destination_port),
 			    clib_net_to_host_u16 (mp->ssid), mp->traffic_class, mp->t1_format,
-			    mp->data, len, &sent_ns);
-  REPLY_MACRO2 (VL_API_SRV6PM_STAMP_SEND_REPLY,
-		({ rmp->sent_ns = clib_host_to_net_u64 (sent_ns); }));
+			    mp->data, len);
+  REPLY_MACRO (VL_API_SRV6PM_STAMP_SEND_REPLY);
 }
 
 #define SRV6PM_MAX_RECEIVED_PER_REPLY 64

@@ -125,3 +125,32 @@ def wait_applied(api: Api, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("not applied: " + "; ".join(waiting))
         time.sleep(0.2)
+
+
+def session_loss(api: Api, session: str, block: int, timeout: float = 30.0) -> dict[str, Any]:
+    """The session's loss record of `block` as the REST API serves it, once both directions are
+    in (waits for it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        page = api.get(f"/v1/sessions/{session}/loss", after_block=block - 1, limit=1)
+        items = page["items"]
+        if items and items[0]["block"] == block and items[0]["forward"] and items[0]["reverse"]:
+            return dict(items[0])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no loss of block {block} for {session}: {page}")
+        time.sleep(0.5)
+
+
+def session_hops(
+    api: Api, session: str, block: int, timeout: float = 30.0
+) -> dict[str, dict[str, Any]]:
+    """The session's per-hop counts of `block` by direction, once every node's count is in."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = api.get(f"/v1/sessions/{session}/hops", block=block)
+        directions = {d["direction"]: d for d in found["directions"]}
+        if all(c["packets"] is not None for d in directions.values() for c in d["counts"]):
+            return directions
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"hops of block {block} incomplete: {found}")
+        time.sleep(0.5)

@@ -36,7 +36,6 @@ class Capabilities:
     encap_modes: frozenset[EncapMode]
     max_flows: int
     counter_width_bits: int
-    stamp_senders: bool = True  # STAMP sessions may send from this node
 
 
 @dataclass(frozen=True)

@@ -186,11 +186,6 @@ def check_preconditions(state: NodeState, caps: Capabilities, interfaces: frozen
         missing = sorted(set(f.interfaces) - interfaces)
         if missing:
             problems.append(f"flow {f.name!r}: interface(s) {', '.join(missing)} do not exist")
-    if state.sessions and not caps.stamp_senders:
-        problems.append(
-            f"STAMP session(s) {', '.join(s.name for s in state.sessions)}: this node's "
-            f"{caps.driver} data plane cannot send probes yet (a reflector can run here)"
-        )
     if len(state.flows) > caps.max_flows:
         problems.append(f"{len(state.flows)} flows exceed this node's {caps.max_flows}")
     if problems:
