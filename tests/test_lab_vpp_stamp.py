@@ -6,10 +6,13 @@ directions, with each node's own counters in the Direct Measurement TLV."""
 
 from __future__ import annotations
 
+import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from conftest import loss_of, loss_with_injected_drops, running_lab, stamp_results
+from conftest import PERIOD_S, loss_of, loss_with_injected_drops, running_lab, stamp_results
+from prometheus_client.parser import text_string_to_metric_families
 from srv6pm.lab import scenario
 from srv6pm.lab.lab import Lab
 from srv6pm.proto.v1 import node_manager_pb2 as pb
@@ -37,6 +40,10 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
         yield instance
 
 
+def vpp_routers(lab: Lab) -> list[str]:
+    return [r for r in ("r1", "r3") if lab.topology.is_vpp(r)]
+
+
 def reflector_stats(lab: Lab) -> pb.KernelReflectorStats:
     return scenario.stub(lab, "r3").ReadResults(pb.ReadResultsRequest()).kernel_reflector
 
@@ -56,3 +63,37 @@ def test_loss_per_block_equals_injected_drops_in_each_direction(lab, blocks):
         stats = reflector_stats(lab)
         assert stats.reflected > 0 and stats.received == stats.reflected
     assert stamp_results(lab).senders[0].received > 0
+
+
+def test_the_reflector_is_in_the_node_managers_metrics(lab):
+    """A VPP reflector's statistics as the node manager exports the data plane's reflector's;
+    no userspace reflector runs beside it."""
+    url = f"http://127.0.0.1:{lab.metrics_port('r3')}/metrics"
+    deadline = time.monotonic() + 3 * PERIOD_S  # a probe a block
+    while True:
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        values = {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples}
+        data_plane = values["srv6pm_stamp_kernel_reflector_reflected_total"]
+        userspace = values["srv6pm_stamp_reflector_reflected_total"]
+        if data_plane + userspace > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert data_plane + userspace > 0
+    if lab.topology.is_vpp("r3"):
+        assert userspace == 0 and data_plane > 0
+        assert values["srv6pm_stamp_kernel_reflector_received_total"] >= data_plane
+
+
+def test_a_restarted_vpp_answers_and_sends_again(lab, blocks):
+    """VPP restarted under a running session (its reflector, its sender, or both): the blocks
+    around the restart are invalid or lost, the ones after it exact again."""
+    for router in vpp_routers(lab):
+        lab.restart_vpp(router)
+    deadline = time.monotonic() + 20 * PERIOD_S
+    while True:
+        blocks.next()
+        _, result = loss_with_injected_drops(lab, blocks)
+        if result.valid:
+            break
+        assert time.monotonic() < deadline, f"no valid block since the restart: {result.reason}"
+    assert (result.forward.lost, result.reverse.lost) == (5, 3)
