@@ -23,7 +23,9 @@ directory of its own; --no-kernel). The in-kernel one answers in the receive sof
 RPS keeps on core 1, and the reply leaves through the namespace's forwarding. The one-core
 generator runs out before it does, so every trial also gives the reflector core's capacity:
 reflected packets per second of core 1 busy time (/proc/stat), as bench/forwarding.py measures
-a router's.
+a router's. Last, srv6pm's VPP reflector (srv6pm-reflect in a VPP that drives bsr0 through
+af_packet as the lab's VPP routers do, its main thread alone on core 1; bench/vpp_reflector.py;
+--no-vpp): its core's busy time holds VPP's polling too, so its capacity is a lower bound.
 
 Run as root: ``python3 -m bench.stamp_reflector`` or ``python3 bench/stamp_reflector.py``
 (``--help`` for the knobs, ``--quick`` for a smoke run). ``--other NAME=CMD`` adds another
@@ -77,6 +79,7 @@ from bench.reflectors import (
     ProbeCheck,
     ReflectorProcess,
 )
+from bench.vpp_reflector import VPP, VppReflector
 
 GEN_CORE = LOAD_CORE  # generator, its replies' receive (RPS), this script
 REFL_CORE = MEASURED_CORE  # the reflector process and its receive (RPS)
@@ -335,11 +338,7 @@ def summary(
             f"| {kilo_span(cap) if cap else '-'} "
             f"| {' / '.join(f'{t.core_busy:.2f}' for t in long) or '-'} |"
         )
-    kernel = capacity_of(confirm.get(KERNEL, []))
-    peer = [s.ndr_pps for s in searches if s.reflector == STAMP_SUITE]
-    if kernel and peer:
-        ratio = statistics.median(kernel) / statistics.median(peer)
-        lines += ["", f"{KERNEL} capacity / {STAMP_SUITE} NDR (medians): {ratio:.2f}"]
+    lines += ["", *ratios(searches, confirm)]
     lines += [
         "",
         "| reflector | trials | with loss | highest offered | lost | reflector backlog "
@@ -360,6 +359,28 @@ def summary(
             f"| {sum(t.gen_rcvbuf_errors for t in ran)} "
             f"| {', '.join(f'{k} {v}' for k, v in program.items()) or '-'} |"
         )
+    return lines
+
+
+def ratios(searches: Sequence[Search], confirm: dict[str, list[Trial]]) -> list[str]:
+    """The data planes' reflectors against each other and against stamp-suite, medians of one
+    run: capacity (loss-free longer trials) over capacity, and over stamp-suite's NDR."""
+    capacity = {name: capacity_of(confirm.get(name, [])) for name in (KERNEL, VPP, STAMP_SUITE)}
+    peer_ndr = [s.ndr_pps for s in searches if s.reflector == STAMP_SUITE]
+    lines = []
+    for name in (KERNEL, VPP):
+        if not capacity[name]:
+            continue
+        mine = statistics.median(capacity[name])
+        if peer_ndr:
+            ratio = mine / statistics.median(peer_ndr)
+            lines.append(f"{name} capacity / {STAMP_SUITE} NDR (medians): {ratio:.2f}")
+        if capacity[STAMP_SUITE]:
+            ratio = mine / statistics.median(capacity[STAMP_SUITE])
+            lines.append(f"{name} capacity / {STAMP_SUITE} capacity (medians): {ratio:.2f}")
+    if capacity[KERNEL] and capacity[VPP]:
+        ratio = statistics.median(capacity[VPP]) / statistics.median(capacity[KERNEL])
+        lines.append(f"{VPP} capacity / {KERNEL} capacity (medians): {ratio:.2f}")
     return lines
 
 
@@ -454,6 +475,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-stamp-suite", action="store_true", help="skip stamp-suite")
     p.add_argument(
+        "--no-vpp",
+        dest="vpp",
+        action="store_false",
+        help=f"skip the VPP reflector ({VPP}, srv6pm-reflect; needs VPP and make vpp-plugin)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help="measure only these reflectors (names as in the table)",
+    )
+    p.add_argument(
         "--trial", type=float, default=3.0, help="seconds per rate (default: %(default)s)"
     )
     p.add_argument(
@@ -537,6 +570,10 @@ def measure(args: argparse.Namespace, pair: Pair, stampgen: Path) -> ReflectorRe
         candidates.append(
             (KERNEL, lambda: ReflectorProcess.in_kernel(side, REFL_CORE, args.bpf_root))
         )
+    if args.vpp:
+        candidates.append((VPP, lambda: VppReflector(side, pair.a, REFL_CORE)))
+    if args.only:
+        candidates = [(name, start) for name, start in candidates if name in args.only]
     for name, start in candidates:
         print(f"{name}:", flush=True)
         refl = start()
