@@ -97,3 +97,12 @@ def test_a_restarted_vpp_answers_and_sends_again(lab, blocks):
             break
         assert time.monotonic() < deadline, f"no valid block since the restart: {result.reason}"
     assert (result.forward.lost, result.reverse.lost) == (5, 3)
+
+
+def test_the_reflector_reads_back_as_applied(lab):
+    """GetState gives the reflector as applied, whichever data plane answers (the controller
+    compares it with what it wants)."""
+    applied = scenario.stamp_states(lab)["r3"].reflector
+    held = scenario.stub(lab, "r3").GetState(pb.GetStateRequest()).reflector
+    assert (held.enabled, held.address, held.stateful) == (True, applied.address, True)
+    assert [s.ssid for s in held.sessions] == [s.ssid for s in applied.sessions]

@@ -21,7 +21,6 @@ from ..domain.model import (
     ApplyResult,
     MonitoredFlow,
     NodeState,
-    Reflector,
     SrPolicy,
 )
 from ..drivers.base import (
@@ -89,6 +88,7 @@ class NodeService:
             steering_mark_base,
             liveness_listener=self.protection.liveness_changed,
             probe_endpoints=probe_endpoints(driver),
+            data_plane_reflects=self._kernel.answers_all,
         )
         self.clock_sync.follow(self.stamp.set_clock_synchronised)
         self.clock_sync.follow(self._kernel.set_clock_synchronised)
@@ -136,14 +136,12 @@ class NodeService:
                 routes,
                 self._driver.probe_routes(),
             )
-            # a data plane that answers every probe needs no userspace reflector beside it
-            userspace = Reflector() if self._kernel.answers_all else state.reflector
-            stamp = self.stamp.prepare(userspace, state.sessions, dry_run)
+            stamp = self.stamp.prepare(state.reflector, state.sessions, dry_run)
             result = ApplyResult(
                 *diff.changes,
                 state.marking != held,
                 stamp.changes,
-                stamp.reflector_changed or self._kernel.changes(state, self.clock_sync.synced),
+                stamp.reflector_changed,
             )
             if dry_run:
                 return result

@@ -85,8 +85,10 @@ class StampService:
         steering_mark_base: int = DEFAULT_STEERING_MARK_BASE,
         liveness_listener: LivenessListener | None = None,
         probe_endpoints: ProbeEndpoints | None = None,
+        data_plane_reflects: bool = False,
     ) -> None:
         self._probe_endpoints = probe_endpoints  # the data plane carries senders' packets itself
+        self._data_plane_reflects = data_plane_reflects  # it answers every probe: no socket here
         self._mark_base = steering_mark_base  # probe_routes(): how packets find their SID list
         # told of every liveness change, on this service's loop thread, once it is journaled
         self._liveness_listener = liveness_listener
@@ -144,7 +146,7 @@ class StampService:
         try:
             for spec in new:
                 plan.new.append((spec, self._sender_endpoint(spec)))
-            if reflector.enabled and not same_socket:
+            if reflector.enabled and not same_socket and not self._data_plane_reflects:
                 plan.reflector_socket = self._socket(reflector.address, reflector.port)
         except FailedPrecondition:
             self.discard(plan)
@@ -247,7 +249,7 @@ class StampService:
         if self._reflector and (sock or not spec.enabled):
             self._call(self._close(self._reflector[1]))
             self._reflector = None
-        if not spec.enabled:
+        if not spec.enabled or self._data_plane_reflects:
             return
         config = ReflectorConfig(
             stateful=spec.stateful,
