@@ -35,17 +35,6 @@ VPP = "srv6pm.vpp"
 # super-packets at either end, no checksum left to the NIC by the kernel end sending to VPP
 SUPER_PACKETS = ("tso", "gso", "gro")
 CHECKSUM_LEFT_TO_NIC = ("tx",)
-ANY_DSCP = (1 << 64) - 1
-KEY_OCTETS = 64  # srv6pm_reflector_set's key field
-# the plugin's reflector counters (drivers/vpp/reflector.py STATS), as the API names them
-STATS = (
-    "received",
-    "reflected",
-    "not_for_us",
-    "malformed",
-    "auth_failures",
-    "replies_suppressed",
-)
 
 
 def _ns(side: Side, *argv: str) -> list[str]:
@@ -59,6 +48,7 @@ class VppReflector(ReflectorProcess):
     def __init__(self, side: Side, peer: Side, core: int) -> None:
         # imported here: the other reflectors need neither the lab package nor vpp-papi
         from srv6pm.lab.vpp import VPP_API_FILES, VppProcess, srv6pm_plugin_dir  # noqa: PLC0415
+        from srv6pm.node_manager.drivers.vpp.reflector import ANY_DSCP, MAX_KEY  # noqa: PLC0415
         from srv6pm.twamp.error_estimate import clock_error_estimate  # noqa: PLC0415
         from vpp_papi import VPPApiClient  # noqa: PLC0415
 
@@ -98,7 +88,7 @@ class VppReflector(ReflectorProcess):
                 period_ns=0,
                 allowed_dscp=ANY_DSCP,
                 key_len=0,
-                key=b"\0" * KEY_OCTETS,
+                key=b"\0" * MAX_KEY,
             )
             if reply.retval != 0:
                 raise BenchError(f"srv6pm_reflector_set failed: retval {reply.retval}")
@@ -156,6 +146,8 @@ class VppReflector(ReflectorProcess):
     def program_stats(self) -> dict[str, int]:
         if self._client is None:
             return {}
+        from srv6pm.node_manager.drivers.vpp.reflector import STATS  # noqa: PLC0415
+
         reply = self._client.api.srv6pm_reflector_stats_get()
         return {name: int(getattr(reply, name)) for name in STATS}
 

@@ -199,6 +199,19 @@ def loss_of(lab: Lab, block: int, blocks: type[Blocks], timeout_blocks: int = 3)
 FORWARD_DROPS, REVERSE_DROPS = 5, 3
 
 
+def controller_settings(lab: Lab, influx_url: str, **more: str) -> dict[str, str]:
+    """A controller of the lab's node managers (mutual TLS with the lab's client certificate)
+    reading results from `influx_url`, resynchronising every 2 s."""
+    return {
+        "influx_url": influx_url,
+        "tls_ca": str(lab.pki.ca),
+        "tls_cert": str(lab.pki.client_cert),
+        "tls_key": str(lab.pki.client_key),
+        "resync_s": "2",
+        **more,
+    }
+
+
 DATA_SIZE, DATA_MIN_LENGTH = 400, 300  # data packets told from probes by their length
 
 

@@ -14,7 +14,14 @@ from datetime import UTC, datetime
 
 import pytest
 import yaml
-from conftest import FORWARD_DROPS, REVERSE_DROPS, block_packets, inject_drops, running_lab
+from conftest import (
+    FORWARD_DROPS,
+    REVERSE_DROPS,
+    block_packets,
+    controller_settings,
+    inject_drops,
+    running_lab,
+)
 from srv6pm.lab.fleet import Api, add_sessions, register, session_hops, session_loss, wait_applied
 from srv6pm.lab.pipeline import ResultsPipeline
 from srv6pm.lab.servers import ControllerProcess
@@ -39,17 +46,9 @@ def product_lab(request, pipeline, marking_mode):
 
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory, product_lab, pipeline):
-    pki = product_lab.pki
     process = ControllerProcess(
         tmp_path_factory.mktemp("controller"),
-        {
-            "influx_url": pipeline.influx.url,
-            "tls_ca": str(pki.ca),
-            "tls_cert": str(pki.client_cert),
-            "tls_key": str(pki.client_key),
-            "resync_s": "2",
-            "thresholds_every_s": "1",
-        },
+        controller_settings(product_lab, pipeline.influx.url, thresholds_every_s="1"),
     )
     with process:
         yield process

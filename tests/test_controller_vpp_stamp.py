@@ -11,7 +11,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import FORWARD_DROPS, REVERSE_DROPS, block_packets, inject_drops, running_lab
+from conftest import (
+    FORWARD_DROPS,
+    REVERSE_DROPS,
+    block_packets,
+    controller_settings,
+    inject_drops,
+    running_lab,
+)
 from srv6pm.lab.fleet import Api, add_sessions, register, session_hops, session_loss, wait_applied
 from srv6pm.lab.lab import Lab
 from srv6pm.lab.pipeline import ResultsPipeline
@@ -48,13 +55,7 @@ def lab(request: pytest.FixtureRequest, pipeline: ResultsPipeline) -> Iterator[L
 def api(
     tmp_path_factory: pytest.TempPathFactory, lab: Lab, pipeline: ResultsPipeline
 ) -> Iterator[Api]:
-    settings = {
-        "influx_url": pipeline.influx.url,
-        "tls_ca": str(lab.pki.ca),
-        "tls_cert": str(lab.pki.client_cert),
-        "tls_key": str(lab.pki.client_key),
-        "resync_s": "2",
-    }
+    settings = controller_settings(lab, pipeline.influx.url)
     with ControllerProcess(tmp_path_factory.mktemp("controller"), settings) as controller:
         client = Api(controller.url, controller.token)
         register(client, lab)

@@ -148,3 +148,15 @@ def test_a_clock_that_loses_its_source_voids_loss_and_says_so_in_later_probes() 
     deliver(s, codec.encode_reflector(answer(probe, (codec.DirectMeasurement(100, 98, 100),))))
     (loss,) = s.results.loss
     assert not loss.valid and "clocks not synchronised" in loss.reason
+
+
+def test_a_transport_that_writes_t1_as_it_sends_is_taken_at_its_word() -> None:
+    """A data plane that sends the probe itself (VPP) writes T1 as the probe leaves, later than
+    the session's clock read it: delay counts from the T1 the reply echoes."""
+    s, sent = session()
+    s.t1_on_the_wire = True
+    probe = codec.decode_sender(sent[0])
+    stamped = dataclasses.replace(probe, timestamp=ntp_from_unix_ns(NOW + 50_000))
+    deliver(s, codec.encode_reflector(answer(stamped, ())))
+    (delay,) = s.results.delay
+    assert (delay.two_way_ns, delay.forward_ns, delay.reverse_ns) == (850_000, 150_000, 700_000)

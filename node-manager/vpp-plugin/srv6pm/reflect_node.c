@@ -25,13 +25,13 @@
  * Packets it cannot verify or parse are counted and dropped (a reflector never answers what it
  * cannot verify).
  */
-#include <time.h>
 #include <vlib/vlib.h>
 #include <vnet/vnet.h>
 #include <vnet/ip/ip6.h>
 #include <vnet/ip/ip6_packet.h>
 #include <vnet/udp/udp_packet.h>
 #include <srv6pm/srv6pm.h>
+#include <srv6pm/stamp_time.h>
 
 #define STAMP_LEN	   44  /* unauthenticated base */
 #define STAMP_AUTH_LEN	   112 /* authenticated base */
@@ -39,10 +39,6 @@
 #define STAMP_HMAC_LEN	   16
 #define TWAMP_LIGHT_MIN    14 /* Sequence Number, Timestamp, Error Estimate */
 #define REPLY_HOP_LIMIT	   64 /* what a local socket gives a reply */
-#define NTP_UNIX_OFFSET_S  2208988800ULL
-#define TAI_UTC_OFFSET_NS  (37ULL * 1000000000ULL) /* as the userspace reflector counts PTP time */
-#define NS_PER_S	   1000000000ULL
-#define NTP_ERA_S	   (1ULL << 32)
 #define EE_Z		   0x4000
 
 #define TLV_HLEN	   4
@@ -82,53 +78,6 @@ format_srv6pm_reflect_trace (u8 *s, va_list *args)
 
   return format (s, "srv6pm-reflect: ssid %u sender seq %u outcome %u", t->ssid, t->sender_seq,
 		 t->stat);
-}
-
-static_always_inline u64
-srv6pm_unix_ns (void)
-{
-  struct timespec ts;
-
-  clock_gettime (CLOCK_REALTIME, &ts);
-  return (u64) ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
-/* A STAMP timestamp of Unix time `unix_ns`: PTPv2 truncated (TAI) or NTP, rounded to nearest. */
-static_always_inline void
-srv6pm_stamp_time (u64 unix_ns, int ptp, u8 *out)
-{
-  u32 s, frac;
-
-  if (ptp)
-    {
-      u64 t = unix_ns + TAI_UTC_OFFSET_NS;
-      s = t / NS_PER_S;
-      frac = t % NS_PER_S;
-    }
-  else
-    {
-      s = unix_ns / NS_PER_S + NTP_UNIX_OFFSET_S;
-      frac = (((unix_ns % NS_PER_S) << 32) + NS_PER_S / 2) / NS_PER_S;
-    }
-  clib_mem_unaligned (out, u32) = clib_host_to_net_u32 (s);
-  clib_mem_unaligned (out + 4, u32) = clib_host_to_net_u32 (frac);
-}
-
-/* Unix ns of a sender's timestamp in the format its Z bit says; 0 when unreadable. */
-static_always_inline u64
-srv6pm_sender_ns (const u8 *ts, int ptp)
-{
-  u64 s = clib_net_to_host_u32 (clib_mem_unaligned (ts, u32));
-  u64 frac = clib_net_to_host_u32 (clib_mem_unaligned (ts + 4, u32));
-
-  if (ptp)
-    {
-      u64 t = s * NS_PER_S + frac;
-      return frac < NS_PER_S && t > TAI_UTC_OFFSET_NS ? t - TAI_UTC_OFFSET_NS : 0;
-    }
-  if (!(s & 0x80000000))
-    s += NTP_ERA_S; /* era 1: 2036 .. 2104 */
-  return (s - NTP_UNIX_OFFSET_S) * NS_PER_S + ((frac * NS_PER_S + (1ULL << 31)) >> 32);
 }
 
 static_always_inline void
@@ -514,7 +463,7 @@ srv6pm_reflect_one (vlib_main_t *vm, vlib_node_runtime_t *node, srv6pm_reflector
     }
   srv6pm_reply_t reply = { .wanted = 1, .tc = 0 };
   srv6pm_process_tlvs (vm, r, p, &tlvs, integrity_failed, &sender, ssid,
-		       srv6pm_sender_ns (sender_ts, ptp), received_tc, &reply, thread_index);
+		       srv6pm_stamp_unix_ns (sender_ts, ptp), received_tc, &reply, thread_index);
   if (!reply.wanted)
     return SRV6PM_REFLECTOR_REPLIES_SUPPRESSED;
 

@@ -9,11 +9,9 @@
 #include <vnet/udp/udp_local.h>
 #include <vnet/ip/ip6.h>
 #include <srv6pm/srv6pm.h>
+#include <srv6pm/stamp_time.h>
 
 #define STAMP_T1_AT	   4 /* the unauthenticated Timestamp: octets 4-11 */
-#define NTP_UNIX_OFFSET_S  2208988800ULL
-#define TAI_UTC_OFFSET_NS  (37ULL * 1000000000ULL)
-#define NS_PER_S	   1000000000ULL
 #define PROBE_HOP_LIMIT	   64 /* what a local socket gives a probe */
 
 int
@@ -38,27 +36,6 @@ srv6pm_sender_port_add_del (u16 port, int is_add)
   return 0;
 }
 
-/* T1 in the given format (PTPv2 truncated or NTP). */
-static void
-srv6pm_stamp_time (u8 *probe, u64 unix_ns, int ptp)
-{
-  u32 s, frac;
-
-  if (ptp)
-    {
-      u64 t = unix_ns + TAI_UTC_OFFSET_NS;
-      s = t / NS_PER_S;
-      frac = t % NS_PER_S;
-    }
-  else
-    {
-      s = unix_ns / NS_PER_S + NTP_UNIX_OFFSET_S;
-      frac = (((unix_ns % NS_PER_S) << 32) + NS_PER_S / 2) / NS_PER_S;
-    }
-  clib_mem_unaligned (probe + STAMP_T1_AT, u32) = clib_host_to_net_u32 (s);
-  clib_mem_unaligned (probe + STAMP_T1_AT + 4, u32) = clib_host_to_net_u32 (frac);
-}
-
 static void
 srv6pm_udp_checksum (vlib_main_t *vm, vlib_buffer_t *b)
 {
@@ -78,7 +55,8 @@ srv6pm_stamp_write_t1 (vlib_main_t *vm, vlib_buffer_t *b, u64 unix_ns)
 {
   u8 *payload = (u8 *) vlib_buffer_get_current (b) + sizeof (ip6_header_t) + sizeof (udp_header_t);
 
-  srv6pm_stamp_time (payload, unix_ns, srv6pm_buffer (b)->t1_format == SRV6PM_T1_PTP);
+  srv6pm_stamp_time (unix_ns, srv6pm_buffer (b)->t1_format == SRV6PM_T1_PTP,
+		     payload + STAMP_T1_AT);
   srv6pm_udp_checksum (vm, b);
 }
 

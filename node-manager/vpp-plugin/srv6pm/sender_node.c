@@ -5,12 +5,12 @@
  * srv6pm-stamp-receive: udp6 dispatch hands it the packets to the senders' ports (replies); it
  * queues each with T4, the time its frame reached the node, for the node manager to read.
  */
-#include <time.h>
 #include <vlib/vlib.h>
 #include <vnet/vnet.h>
 #include <vnet/ip/ip6_packet.h>
 #include <vnet/udp/udp_packet.h>
 #include <srv6pm/srv6pm.h>
+#include <srv6pm/stamp_time.h>
 
 VLIB_NODE_FN (srv6pm_stamp_send_node)
 (vlib_main_t *vm, vlib_node_runtime_t *node, vlib_frame_t *frame)
@@ -19,10 +19,7 @@ VLIB_NODE_FN (srv6pm_stamp_send_node)
   vlib_buffer_t *bufs[VLIB_FRAME_SIZE];
   u16 nexts[VLIB_FRAME_SIZE];
 
-  struct timespec ts;
-
-  clock_gettime (CLOCK_REALTIME, &ts);
-  u64 now_ns = (u64) ts.tv_sec * 1000000000ULL + ts.tv_nsec; /* T1 */
+  u64 now_ns = srv6pm_unix_ns (); /* T1 */
   vlib_get_buffers (vm, from, bufs, n);
   for (u32 i = 0; i < n; i++)
     {
@@ -50,10 +47,7 @@ VLIB_NODE_FN (srv6pm_stamp_receive_node)
   srv6pm_sender_t *s = &srv6pm_main.sender;
   u32 *from = vlib_frame_vector_args (frame), n = frame->n_vectors;
   vlib_buffer_t *bufs[VLIB_FRAME_SIZE];
-  struct timespec ts;
-
-  clock_gettime (CLOCK_REALTIME, &ts);
-  u64 received_ns = (u64) ts.tv_sec * 1000000000ULL + ts.tv_nsec; /* T4 */
+  u64 received_ns = srv6pm_unix_ns (); /* T4 */
   vlib_get_buffers (vm, from, bufs, n);
   clib_spinlock_lock (&s->lock);
   for (u32 i = 0; i < n; i++)

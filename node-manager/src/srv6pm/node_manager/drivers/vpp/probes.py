@@ -48,7 +48,23 @@ class ProbeRoutes:
         self._range = bsid_halves(bsids)[1]
 
     def routes(self) -> list[ProbeRoute]:
-        return list(self._state.current.probe_routes)
+        """The routes of the state file that VPP holds (one it lost, or never took, is added
+        again by the next apply)."""
+        held = self._steered()
+        return [r for r in self._state.current.probe_routes if _key(r) in held]
+
+    def _steered(self) -> set[tuple[int, str, int]]:
+        """(kind, address, SSID) of what steers into our probe policies (kind 0: L3 steering)."""
+        ours = set(self._policies_by_list().values())
+        steered = {
+            (int(d.kind), str(d.address), int(d.ssid))
+            for d in self._api.dump("srv6pm_steer_dump")
+            if d.bsid in ours
+        }
+        for d in self._api.dump("sr_steering_pol_dump"):
+            if d.traffic_type == STEER_IPV6 and d.bsid in ours and d.prefix.prefixlen == 128:
+                steered.add((0, str(d.prefix.network_address), 0))
+        return steered
 
     def forget_all(self) -> None:
         """A restarted VPP holds none."""
@@ -126,6 +142,12 @@ class ProbeRoutes:
             if segments not in wanted:
                 self._api.call("sr_policy_del", bsid_addr=bsid, sr_policy_index=NO_INDEX)
                 log.info("probe policy removed bsid=%s", bsid)
+
+
+def _key(r: ProbeRoute) -> tuple[int, str, int]:
+    if r.mark == 0:
+        return (0, str(IPv6Address(r.address)), 0)
+    return (STEER_REPLY if r.is_reply else STEER_PROBE, str(IPv6Address(r.address)), r.ssid)
 
 
 def _order(r: ProbeRoute) -> tuple[int, str, tuple[str, ...]]:
