@@ -65,17 +65,10 @@ class KernelReflectorFeed:
         self._reflection: KernelReflection | None = None
         self._applied = False  # the first apply sets it, whatever it held before a restart
 
-    def _reflection_of(self, state: NodeState, clock_synchronised: bool) -> KernelReflection | None:
-        return kernel_reflection(state, clock_synchronised, self._period_ns, self._reply_mark_base)
-
-    def changes(self, state: NodeState, clock_synchronised: bool) -> bool:
-        """Applying `state` would change what a reflector that answers every probe does."""
-        return (
-            self.answers_all and self._reflection_of(state, clock_synchronised) != self._reflection
-        )
-
     def apply(self, state: NodeState, clock_synchronised: bool) -> None:
-        reflection = self._reflection_of(state, clock_synchronised)
+        reflection = kernel_reflection(
+            state, clock_synchronised, self._period_ns, self._reply_mark_base
+        )
         if self._reflector and (reflection != self._reflection or not self._applied):
             self._reflector.apply(reflection)
         self._reflection, self._applied = reflection, True

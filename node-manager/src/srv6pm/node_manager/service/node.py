@@ -16,13 +16,7 @@ from typing import Any, TypeVar
 
 from ..domain import validation
 from ..domain.blocks import BlockClock
-from ..domain.model import (
-    REPLY_MARKS,
-    ApplyResult,
-    MonitoredFlow,
-    NodeState,
-    SrPolicy,
-)
+from ..domain.model import REPLY_MARKS, ApplyResult, MonitoredFlow, NodeState, SrPolicy
 from ..drivers.base import (
     Capabilities,
     DataPlaneDriver,
