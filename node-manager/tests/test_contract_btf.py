@@ -25,6 +25,7 @@ from srv6pm.node_manager.drivers.linux import bpftool, maps
 from srv6pm.node_manager.drivers.linux import kernel_reflector as kr
 from srv6pm.node_manager.drivers.linux.maps import CStruct
 from srv6pm.node_manager.drivers.linux.monitor import default_object
+from srv6pm.node_manager.drivers.vpp import reflector as vpp_reflector
 from srv6pm.proto.v1 import node_manager_pb2 as pb
 
 MONITOR = default_object()
@@ -222,12 +223,15 @@ def test_c_and_python_enums_have_the_same_names_and_values(obj, name, prefix, py
 
 
 def test_the_statistics_the_c_counts_reach_the_api_under_their_names():
-    """read_stats() and KernelReflector.stats() name each index as the Python enum does."""
+    """read_stats() and KernelReflector.stats() name each index as the Python enum does; the
+    proto's KernelReflectorStats holds the eBPF reflector's and the VPP reflector's."""
     reasons = {r.name.lower() for r in maps.Reason}
     assert reasons == {f.name for f in dataclasses.fields(PacketStats)}
     assert reasons == {f.name for f in pb.PacketStats.DESCRIPTOR.fields}
     stats = {s.name.lower() for s in kr.Stat}
-    assert stats == {f.name for f in pb.KernelReflectorStats.DESCRIPTOR.fields}
+    assert stats | set(vpp_reflector.STATS) == {
+        f.name for f in pb.KernelReflectorStats.DESCRIPTOR.fields
+    }
 
 
 DOMAIN_MODES = list(dict.fromkeys([srv6.MarkingMode, model.MarkingMode]))  # one, once moved
