@@ -455,7 +455,8 @@ static void
 vl_api_srv6pm_stamp_receive_t_handler (vl_api_srv6pm_stamp_receive_t *mp)
 {
   vl_api_srv6pm_stamp_receive_reply_t *rmp;
-  srv6pm_stamp_received_t got[SRV6PM_MAX_RECEIVED_PER_REPLY];
+  /* 64 KiB: not on the API process's stack (handlers run on the main thread only) */
+  static srv6pm_stamp_received_t got[SRV6PM_MAX_RECEIVED_PER_REPLY];
   u64 dropped;
   u32 n = srv6pm_stamp_take (
     got, clib_min (clib_net_to_host_u32 (mp->max), SRV6PM_MAX_RECEIVED_PER_REPLY), &dropped);
