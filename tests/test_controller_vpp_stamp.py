@@ -132,8 +132,8 @@ def test_delay_is_measured_as_a_linux_session_measures_it(api: Api, lab: Lab, bl
         one_way = "forward" if session == "h1-h2" else "reverse"
         assert before[one_way]["valid"] and after[one_way]["valid"], session
         added = (after[one_way]["p50_ns"] - before[one_way]["p50_ns"]) / 1e6
-        if injecting:
-            assert 10.0 < measured[1] - measured[0] < 11.0 and 10.0 < added < 11.0, session
+        if injecting:  # medians of two blocks: either may sit a little off its path's delay
+            assert 9.8 < measured[1] - measured[0] < 11.0 and 9.8 < added < 11.0, session
         if not receptions:
             LINUX_DELAY_MS[session] = measured
             continue
